@@ -1,0 +1,105 @@
+"""Every error polar_bench raises on purpose, in one small hierarchy.
+
+`UserError` and its subclasses are mistakes a user can fix (a bad file, an unknown id, a missing
+package); the CLI prints their message as one line and exits with code 2. Anything else is a bug in
+polar_bench or in a native environment and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+__all__ = [
+    "PolarBenchError",
+    "UserError",
+    "UnknownTaskError",
+    "MissingDependencyError",
+    "HarnessError",
+    "InvalidActionError",
+    "EpisodeOverError",
+    "HarnessClosedError",
+    "NoTextRenderingError",
+    "SuiteError",
+    "ResultsError",
+    "AgentLoadError",
+    "did_you_mean",
+]
+
+
+class PolarBenchError(Exception):
+    """Base class of every error polar_bench raises deliberately."""
+
+
+class UserError(PolarBenchError):
+    """A mistake the user can fix; the CLI reports it in one line and exits with code 2."""
+
+
+def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:
+    """Return ' Did you mean: a, b?' for the closest candidates, or '' when none is close."""
+    close = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)
+    return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+class UnknownTaskError(UserError, KeyError):
+    """A task id that no registered harness family knows."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class MissingDependencyError(UserError, ImportError):
+    """An optional package a harness family needs is not installed; the message has the pip command."""
+
+
+class HarnessError(PolarBenchError):
+    """An exception raised inside a native environment.
+
+    Attributes: ``task_id``, ``seed`` and ``step`` (the step index at which it failed, 0 for reset),
+    and ``native_traceback``, the formatted traceback of the original exception.
+    """
+
+    def __init__(self, task_id: str, seed: int | None, step: int, original: BaseException,
+                 native_traceback: str):
+        self.task_id = task_id
+        self.seed = seed
+        self.step = step
+        self.original = original
+        self.native_traceback = native_traceback
+        super().__init__(
+            f"{task_id} failed at step {step} of the episode with seed {seed}: "
+            f"{type(original).__name__}: {original}"
+        )
+
+    def __reduce__(self):  # picklable across worker processes
+        return (HarnessError, (self.task_id, self.seed, self.step,
+                               RuntimeError(f"{type(self.original).__name__}: {self.original}"),
+                               self.native_traceback))
+
+
+class InvalidActionError(PolarBenchError, ValueError):
+    """An action of the wrong type or shape, NaN, or a discrete action out of range."""
+
+
+class EpisodeOverError(PolarBenchError, RuntimeError):
+    """`step()` was called after the episode ended, or before the first `reset()`."""
+
+
+class HarnessClosedError(PolarBenchError, RuntimeError):
+    """The harness was used after `close()`."""
+
+
+class NoTextRenderingError(PolarBenchError, NotImplementedError):
+    """Text was asked of a task family that has no faithful text rendering."""
+
+
+class SuiteError(UserError):
+    """A suite file that is missing, malformed or inconsistent."""
+
+
+class ResultsError(UserError):
+    """A results file that is missing, malformed or of an unknown format version."""
+
+
+class AgentLoadError(UserError):
+    """An agent file that cannot be loaded or whose `make_agent` fails."""

@@ -1,0 +1,31 @@
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+
+def pytest_generate_tests(metafunc):
+    """Parametrize the conformance tests of a family over its ``task_ids``."""
+    if "task_id" in metafunc.fixturenames and metafunc.cls is not None:
+        ids = getattr(metafunc.cls, "task_ids", None)
+        if ids:
+            metafunc.parametrize("task_id", ids)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", default=False, help="run the slow tests too")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: long tests, run with --slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow test: run with --slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
