@@ -1,0 +1,151 @@
+"""The agent contract, loading ``agent.py`` files, and adapters.
+
+An agent file defines ``make_agent(task: TaskInfo, run: int)`` returning an object with
+``act(observation, info) -> action`` and optionally ``reset(seed)``, ``close()``,
+``wants_text`` (a bool attribute: put ``info["text"]`` in every step where the task has text) and
+``episode_info()`` (a dict merged into the episode record, e.g. ``{"llm": {...}}``). A module-level
+``AGENT_INFO`` dict gives name, authors, url, training budget and the LLM used, if any.
+
+Determinism: ``reset(seed)`` is called with the episode seed before every episode. An agent that
+draws all its randomness from generators seeded there gives the same returns whatever the number of
+workers and whatever episodes the same instance played before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import traceback
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable, Protocol, runtime_checkable
+
+import numpy as np
+from gymnasium import spaces
+
+from .errors import AgentLoadError
+from .task_info import TaskInfo
+
+__all__ = ["Agent", "load_agent_module", "agent_file_hash", "agent_info", "FunctionAgent",
+           "SB3Agent", "RandomAgent"]
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """What ``make_agent`` returns. Only ``act`` is required."""
+
+    def act(self, observation: Any, info: dict) -> Any: ...
+
+
+def agent_file_hash(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_agent_module(path: str | Path) -> ModuleType:
+    """Import an agent file and check its contract; every problem is one `AgentLoadError` line."""
+    p = Path(path)
+    if not p.is_file():
+        raise AgentLoadError(f"agent file {str(p)!r} not found; pass the path of your agent.py "
+                             f"(see examples/random_agent.py)")
+    name = "polar_bench_agent_" + hashlib.sha256(str(p.resolve()).encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = str(p.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # so that the agent can import files beside it
+    spec = importlib.util.spec_from_file_location(name, p)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        raise AgentLoadError(f"{p}, line {exc.lineno}: SyntaxError: {exc.msg}; fix the syntax of the agent file") from None
+    except Exception as exc:  # noqa: BLE001 - any import failure is the agent's
+        where = _last_frame_in(traceback.extract_tb(exc.__traceback__), p)
+        raise AgentLoadError(f"importing {p} raised {type(exc).__name__}: {exc}{where}; "
+                             f"fix the agent file (or install what it imports)") from None
+    make = getattr(module, "make_agent", None)
+    if make is None:
+        raise AgentLoadError(f"{p} defines no make_agent(task, run); add a function "
+                             f"make_agent(task, run) that returns an object with act(observation, info)")
+    if not callable(make):
+        raise AgentLoadError(f"{p}: make_agent must be a function, got {type(make).__name__}")
+    info = getattr(module, "AGENT_INFO", {})
+    if not isinstance(info, dict):
+        raise AgentLoadError(f"{p}: AGENT_INFO must be a dict (name, authors, url, ...), got {type(info).__name__}")
+    sys.modules[name] = module
+    return module
+
+
+def _last_frame_in(frames, path: Path) -> str:
+    for fr in reversed(frames):
+        if Path(fr.filename).resolve() == path.resolve():
+            return f" (line {fr.lineno})"
+    return ""
+
+
+def agent_info(module: ModuleType) -> dict:
+    return dict(getattr(module, "AGENT_INFO", {}) or {})
+
+
+def build_agent(module: ModuleType, task: TaskInfo, run: int, path: str | Path = "agent.py"):
+    """Call make_agent and check what it returns; `AgentLoadError` when it raises or returns junk."""
+    try:
+        agent = module.make_agent(task, run)
+    except Exception as exc:  # noqa: BLE001
+        where = _last_frame_in(traceback.extract_tb(exc.__traceback__), Path(path))
+        raise AgentLoadError(f"make_agent({task.id!r}, run={run}) in {path} raised "
+                             f"{type(exc).__name__}: {exc}{where}; fix make_agent") from None
+    if not callable(getattr(agent, "act", None)):
+        raise AgentLoadError(f"make_agent({task.id!r}, run={run}) in {path} returned {type(agent).__name__}, "
+                             f"which has no act(observation, info) method")
+    return agent
+
+
+class FunctionAgent:
+    """Make any callable ``policy(observation) -> action`` an agent: ``FunctionAgent(policy)``."""
+
+    def __init__(self, policy: Callable[[Any], Any], *, with_info: bool = False):
+        self.policy = policy
+        self.with_info = with_info
+
+    def act(self, observation, info):
+        return self.policy(observation, info) if self.with_info else self.policy(observation)
+
+
+class SB3Agent:
+    """A Stable-Baselines3 model as an agent: ``SB3Agent(PPO.load(path))``.
+
+    The model must have been trained on the polar_bench harness of the task (so its action space is
+    the harness's: continuous actions in [-1, 1]); ``deterministic`` selects the mode action.
+    """
+
+    def __init__(self, model: Any, *, deterministic: bool = True):
+        self.model = model
+        self.deterministic = deterministic
+
+    def reset(self, seed: int) -> None:
+        if hasattr(self.model, "set_random_seed"):
+            self.model.set_random_seed(seed)
+
+    def act(self, observation, info):
+        action, _ = self.model.predict(observation, deterministic=self.deterministic)
+        if isinstance(self.model.action_space, spaces.Discrete):
+            return int(np.asarray(action).reshape(()))
+        return np.asarray(action, dtype=np.float32)
+
+
+class RandomAgent:
+    """Uniformly random actions, reproducible from ``reset(seed)``."""
+
+    def __init__(self, task: TaskInfo):
+        self.space = task.action_space
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observation, info):
+        if isinstance(self.space, spaces.Discrete):
+            return int(self.space.start + self.rng.integers(self.space.n))
+        return self.rng.uniform(-1.0, 1.0, size=self.space.shape).astype(np.float32)

@@ -1,0 +1,63 @@
+"""`evaluate`: run an agent file on a suite."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+
+from ..errors import UserError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("evaluate", help="run an agent on a suite and write a results file",
+                       description="Run agent.py on every (task, run, episode seed) of a suite, in parallel, "
+                                   "journalling each finished episode so that an interrupted run resumes.")
+    p.add_argument("agent", help="the agent file (defines make_agent(task, run))")
+    p.add_argument("--suite", default="v1", help="suite name or .toml path (default: v1)")
+    p.add_argument("--tasks", nargs="+", metavar="GLOB", help="only task ids matching these globs, e.g. 'gym/*'")
+    p.add_argument("--domains", nargs="+", metavar="DOMAIN", help="only these domains")
+    p.add_argument("--runs", type=int, help="independently trained instances to evaluate (default: the suite's)")
+    p.add_argument("--episodes", type=int, help="episodes per (task, run), overriding the suite (non-standard)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument("--out", default="results.json", help="results file (default: results.json); the journal is "
+                                                        "<out stem>.episodes.jsonl beside it")
+    p.add_argument("--step-timeout", type=float, default=60.0, help="seconds one act() may take (default 60; 0: none)")
+    p.add_argument("--episode-timeout", type=float, default=1800.0,
+                   help="seconds one episode may take (default 1800; 0: none)")
+    p.add_argument("--allow-version-mismatch", action="store_true",
+                   help="run even if installed versions differ from the suite's pins (results not comparable)")
+    p.add_argument("--no-progress", action="store_true", help="plain progress lines even on a terminal")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..evaluate import EvalConfig, run_evaluation
+    from ..suite import load_suite
+
+    for name in ("runs", "episodes", "workers"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise UserError(f"--{name} must be at least 1, got {value}")
+    suite = load_suite(args.suite)
+    tasks = suite.select(args.tasks, args.domains)
+    cfg = EvalConfig(
+        suite=suite, agent_path=args.agent, out=args.out, tasks=tasks,
+        runs=args.runs or suite.runs, episodes_override=args.episodes, workers=args.workers,
+        step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
+        allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
+        command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + sys.argv[1:]),
+    )
+    data, code = run_evaluation(cfg)
+    eps = data["episodes"]
+    bad = [e for e in eps if e["status"] != "ok"]
+    print(f"{len(eps)} episodes on {len(tasks)} tasks x {cfg.runs} runs -> {args.out}"
+          + (f"; {len(bad)} failed (see the 'error' of each)" if bad else ""))
+    try:
+        from ..analysis import summary_table  # the scoring engine's per-domain IQM table
+    except ImportError:
+        summary_table = None
+    if summary_table is not None:
+        from ..results import Results
+        print(summary_table(Results(data, args.out)))
+    return code

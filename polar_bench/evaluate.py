@@ -1,0 +1,551 @@
+"""Running an agent on a suite: worker processes, the journal, resume, timeouts, the results file.
+
+Work is split into episodes ``(task, run, index)``. Worker processes (started with ``spawn``) build
+the agent once per (task, run) and the harness once per task and reuse them. The parent appends
+every finished episode to the journal ``<out stem>.episodes.jsonl`` (flushed and fsynced), so after
+Ctrl-C, a crash or ``kill -9`` the same command resumes and ends with exactly the episodes an
+uninterrupted run would have. Only the parent writes the journal, so nothing is duplicated; a
+worker that dies is replaced and its episode retried once.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import multiprocessing as mp
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections import deque
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as mp_wait
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from ._optional import version_of
+from .agent import agent_file_hash, agent_info, build_agent, load_agent_module
+from .errors import AgentLoadError, HarnessError, InvalidActionError, UserError
+from .results import write_results
+from .suite import Suite, TaskSpec
+
+__all__ = ["EvalConfig", "Unit", "journal_path", "run_evaluation", "check_pins", "run_episode"]
+
+# Which families a pinned package matters to ("*" = every family).
+PIN_FAMILIES = {
+    "numpy": "*", "gymnasium": "*", "mujoco": "dmc", "dm-control": "dmc", "procgen-mirror": "procgen",
+    "nle": "nethack", "minigrid": "babyai",
+}
+BACKSTOP_GRACE_S = 30.0
+
+
+@dataclass(frozen=True)
+class Unit:
+    task: str
+    run: int
+    index: int
+    seed: int
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.task, self.run, self.index)
+
+
+@dataclass
+class EvalConfig:
+    suite: Suite
+    agent_path: str
+    out: str
+    tasks: list[TaskSpec]
+    runs: int
+    episodes_override: int | None = None
+    workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    step_timeout: float | None = 60.0
+    episode_timeout: float | None = 1800.0
+    allow_version_mismatch: bool = False
+    standard: bool = True
+    progress: bool | None = None  # None: a bar on a terminal, plain lines otherwise
+    command: str = ""
+
+    def units(self) -> list[Unit]:
+        out = []
+        for t in self.tasks:
+            seeds = t.seeds[: self.episodes_override] if self.episodes_override else t.seeds
+            if self.episodes_override and self.episodes_override > len(t.seeds):
+                from .suite import episode_seed
+                seeds = tuple(t.seeds) + tuple(episode_seed(self.suite.seed, t.id, k)
+                                               for k in range(len(t.seeds), self.episodes_override))
+            for run in range(self.runs):
+                for i, s in enumerate(seeds):
+                    out.append(Unit(t.id, run, i, s))
+        return out
+
+
+def journal_path(out: str | Path) -> Path:
+    p = Path(out)
+    return p.with_name(p.stem + ".episodes.jsonl")
+
+
+def check_pins(suite: Suite, tasks: list[TaskSpec]) -> dict[str, dict[str, str]]:
+    """Installed versions that differ from the suite's pins, for the packages the tasks use."""
+    families = {t.id.split("/")[0] for t in tasks}
+    diffs = {}
+    for pkg, wanted in suite.pins.items():
+        fam = PIN_FAMILIES.get(pkg, "*")
+        if fam != "*" and fam not in families:
+            continue
+        have = version_of(pkg)
+        if have != wanted:
+            diffs[pkg] = {"pinned": wanted, "installed": have or "not installed"}
+    return diffs
+
+
+# ----------------------------------------------------------------------------- worker side
+class _StepTimeout(BaseException):
+    """Raised by SIGALRM inside agent.act; a BaseException so that `except Exception` in an agent
+    cannot swallow it."""
+
+
+def _on_alarm(signum, frame):
+    raise _StepTimeout()
+
+
+def _fmt_exc(exc: BaseException) -> str:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(tb[-6:])
+    return f"{type(exc).__name__}: {exc}\n{text}"[:8000]
+
+
+def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_timeout: float | None) -> dict:
+    """Play one episode; never raises for agent or environment failures (they become the status)."""
+    t0 = time.perf_counter()
+    agent_s = 0.0
+    ret = 0.0
+    length = 0
+    status, error = "ok", None
+    deadline = t0 + episode_timeout if episode_timeout else None
+    use_alarm = hasattr(signal, "setitimer") and (step_timeout or episode_timeout)
+    info: dict = {}
+    try:
+        if hasattr(agent, "reset"):
+            try:
+                agent.reset(seed)
+            except Exception as exc:  # noqa: BLE001
+                raise _AgentFailure(exc) from exc
+        obs, info = harness.reset(seed=seed)
+        while True:
+            ta = time.perf_counter()
+            if use_alarm:
+                limit = step_timeout or float("inf")
+                if deadline is not None:
+                    limit = min(limit, deadline - ta)
+                if limit <= 0:
+                    raise _StepTimeout()
+                signal.setitimer(signal.ITIMER_REAL, limit)
+            try:
+                action = agent.act(obs, info)
+            except _StepTimeout:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise _AgentFailure(exc) from exc
+            finally:
+                if use_alarm:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            agent_s += time.perf_counter() - ta
+            try:
+                obs, reward, terminated, truncated, info = harness.step(action)
+            except InvalidActionError as exc:
+                raise _AgentFailure(exc) from exc
+            ret += reward
+            length += 1
+            if terminated or truncated:
+                break
+            if deadline is not None and time.perf_counter() > deadline:
+                raise _StepTimeout()
+    except _StepTimeout:
+        limit = f"step timeout of {step_timeout:g} s" if step_timeout else "episode timeout"
+        if deadline is not None and time.perf_counter() >= deadline - 1e-3:
+            limit = f"episode timeout of {episode_timeout:g} s"
+        status, error = "timeout", f"the agent exceeded the {limit} at step {length}"
+    except _AgentFailure as failure:
+        status, error = "agent_error", _fmt_exc(failure.original)
+    except HarnessError as exc:
+        status, error = "env_error", f"{exc}\n{exc.native_traceback[-4000:]}"
+    record = {
+        "return": ret, "length": length, "status": status, "error": error,
+        "wall_seconds": round(time.perf_counter() - t0, 6), "agent_seconds": round(agent_s, 6),
+    }
+    if "clipped_actions" in info:
+        record["clipped_actions"] = int(info["clipped_actions"])
+    return record
+
+
+class _AgentFailure(Exception):
+    def __init__(self, original: BaseException):
+        super().__init__(str(original))
+        self.original = original
+
+
+def _worker_main(conn, agent_path: str, options: dict, step_timeout, episode_timeout) -> None:
+    """Serve units from the parent until it sends None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    if hasattr(signal, "SIGALRM"):
+        signal.signal(signal.SIGALRM, _on_alarm)
+    from . import make
+
+    module = None
+    harness = None
+    harness_task = None
+    agent = None
+    agent_key = None
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:
+            break
+        if msg is None:
+            break
+        task, run, index, seed = msg
+        try:
+            if module is None:
+                module = load_agent_module(agent_path)
+            if harness_task != task:
+                if harness is not None:
+                    harness.close()
+                harness, harness_task = None, None
+                harness = make(task, **options.get(task, {}))
+                harness_task = task
+            if agent_key != (task, run):
+                _close_agent(agent)
+                agent = build_agent(module, harness.task_info, run, agent_path)
+                agent_key = (task, run)
+                wants = bool(getattr(agent, "wants_text", False)) and harness.task_info.has_text
+                harness.request_text(wants)
+        except AgentLoadError as exc:
+            conn.send({"fatal": str(exc)})
+            continue
+        except HarnessError as exc:
+            conn.send({"task": task, "run": run, "index": index, "seed": seed, "return": None,
+                       "length": 0, "status": "env_error", "error": str(exc), "wall_seconds": 0.0,
+                       "agent_seconds": 0.0})
+            harness, harness_task = None, None
+            continue
+        record = run_episode(harness, agent, seed, step_timeout, episode_timeout)
+        if record["status"] == "ok" and hasattr(agent, "episode_info"):
+            try:
+                record.update(agent.episode_info() or {})
+            except Exception as exc:  # noqa: BLE001
+                record["status"], record["error"] = "agent_error", "episode_info() raised " + _fmt_exc(exc)
+        if record["status"] != "ok":
+            # The agent's or the harness's state may be inconsistent now: rebuild both.
+            _close_agent(agent)
+            agent, agent_key = None, None
+            harness.close()
+            harness, harness_task = None, None
+        conn.send({"task": task, "run": run, "index": index, "seed": seed, **record})
+    _close_agent(agent)
+    if harness is not None:
+        harness.close()
+
+
+def _close_agent(agent) -> None:
+    if agent is not None and hasattr(agent, "close"):
+        try:
+            agent.close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+# ----------------------------------------------------------------------------- parent side
+class _Worker:
+    def __init__(self, ctx, cfg: EvalConfig, options: dict):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main,
+                                args=(child, cfg.agent_path, options, cfg.step_timeout, cfg.episode_timeout),
+                                daemon=True)
+        self.proc.start()
+        child.close()
+        self.unit: Unit | None = None
+        self.started = 0.0
+        self.attempt = 0
+
+    def send(self, unit: Unit, attempt: int) -> None:
+        self.unit, self.attempt, self.started = unit, attempt, time.monotonic()
+        self.conn.send((unit.task, unit.run, unit.index, unit.seed))
+
+    def stop(self, kill: bool = False) -> None:
+        if kill and self.proc.is_alive():
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class Journal:
+    """Append-only JSONL of finished episodes; the first line identifies the evaluation."""
+
+    def __init__(self, path: Path, identity: dict):
+        self.path = path
+        self.identity = identity
+        self.done: dict[tuple, dict] = {}
+        self.started: str | None = None
+        self._has_header = False
+        if path.exists():
+            self._load()
+        try:
+            self.fh = open(path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write the journal {path} ({exc.strerror}); choose a writable --out") from None
+        if not self._has_header:
+            self.started = _now()
+            self._write({"journal": 1, "identity": identity, "started": self.started})
+
+    def _load(self) -> None:
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        complete = raw.endswith(b"\n")
+        good_bytes = 0
+        self._has_header = False
+        for i, line in enumerate(lines):
+            if not line:
+                continue
+            if i == len(lines) - 1 and not complete:
+                break  # torn last line from a kill: drop it
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            if "journal" in rec:
+                if rec.get("identity") != self.identity:
+                    raise UserError(
+                        f"the journal {self.path} belongs to a different evaluation (another agent file, "
+                        f"suite, task selection or run count); delete it to start afresh, or choose another --out")
+                self._has_header = True
+                self.started = rec.get("started")
+            else:
+                self.done.setdefault((rec["task"], rec["run"], rec["index"]), rec)
+            good_bytes += len(line) + 1
+        if good_bytes < len(raw):
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good_bytes)
+
+    def _write(self, rec: dict) -> None:
+        self.fh.write(json.dumps(rec, allow_nan=False) + "\n")
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+
+    def append(self, rec: dict) -> None:
+        key = (rec["task"], rec["run"], rec["index"])
+        if key in self.done:
+            return
+        self.done[key] = rec
+        self._write(rec)
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+class _Progress:
+    def __init__(self, total: int, done: int, enabled: bool | None):
+        self.total, self.done, self.errors = total, done, 0
+        self.t0 = time.monotonic()
+        self.tty = sys.stderr.isatty() if enabled is None else enabled
+        self.bar = None
+        self.last_line = 0.0
+        if self.tty:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, initial=done, unit="ep", dynamic_ncols=True, file=sys.stderr)
+            except ImportError:
+                self.bar = None
+
+    def update(self, status: str) -> None:
+        self.done += 1
+        if status != "ok":
+            self.errors += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(errors=self.errors, refresh=False)
+            return
+        now = time.monotonic()
+        if now - self.last_line >= 10 or self.done == self.total:
+            self.last_line = now
+            rate = (self.done) / max(now - self.t0, 1e-9)
+            left = (self.total - self.done) / rate if rate > 0 else float("inf")
+            print(f"[polar_bench] {self.done}/{self.total} episodes, {self.errors} errors, "
+                  f"ETA {left:.0f} s", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _git_state() -> tuple[str | None, bool | None]:
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10)
+        if commit.returncode != 0:
+            return None, None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", "."],
+                               capture_output=True, text=True, timeout=10)
+        return commit.stdout.strip(), bool(dirty.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
+    """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
+    ok, 1: some episode failed). User errors raise `UserError`."""
+    mismatches = check_pins(cfg.suite, cfg.tasks)
+    if mismatches and not cfg.allow_version_mismatch:
+        listing = ", ".join(f"{k} {v['installed']} (suite pins {v['pinned']})" for k, v in mismatches.items())
+        raise UserError(f"installed versions differ from suite {cfg.suite.name}'s pins: {listing}; install "
+                        f"the pinned versions, or pass --allow-version-mismatch (results marked not comparable)")
+    agent_path = str(Path(cfg.agent_path))
+    module = load_agent_module(agent_path)  # fails fast, in one line, on a broken agent file
+    out = Path(cfg.out)
+    if out.parent and not out.parent.exists():
+        raise UserError(f"the folder of --out {str(out)!r} does not exist; create it or choose another path")
+    if not os.access(out.parent or Path("."), os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UserError(f"cannot write {str(out)!r}; choose a writable --out")
+    agent_sha = agent_file_hash(agent_path)
+    units = cfg.units()
+    identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "runs": cfg.runs,
+                "episodes_override": cfg.episodes_override, "tasks": [t.id for t in cfg.tasks]}
+    journal = Journal(journal_path(out), identity)
+    started = _now()
+    todo = deque(u for u in units if u.key not in journal.done)
+    options = {t.id: dict(t.options) for t in cfg.tasks}
+    progress = _Progress(len(units), len(units) - len(todo), cfg.progress)
+    workers: list[_Worker] = []
+    fatal: str | None = None
+    interrupted = False
+    ctx = mp.get_context("spawn")
+    try:
+        n_workers = max(1, min(cfg.workers, len(todo))) if todo else 0
+        workers = [_Worker(ctx, cfg, options) for _ in range(n_workers)]
+        retry: deque[Unit] = deque()
+        while (todo or retry or any(w.unit for w in workers)) and fatal is None:
+            for w in workers:
+                if w.unit is None and (retry or todo):
+                    if retry:
+                        w.send(retry.popleft(), 2)
+                    else:
+                        w.send(todo.popleft(), 1)
+            ready = mp_wait([w.conn for w in workers if w.unit] + [w.proc.sentinel for w in workers if w.unit],
+                            timeout=1.0)
+            for i, w in enumerate(list(workers)):
+                if w.unit is None:
+                    continue
+                if w.conn in ready:
+                    try:
+                        rec = w.conn.recv()
+                    except (EOFError, OSError):
+                        rec = None
+                    if rec is not None:
+                        if "fatal" in rec:
+                            fatal = rec["fatal"]
+                            break
+                        journal.append(rec)
+                        progress.update(rec["status"])
+                        w.unit = None
+                        continue
+                dead = not w.proc.is_alive()
+                overdue = (cfg.episode_timeout is not None
+                           and time.monotonic() - w.started > cfg.episode_timeout + BACKSTOP_GRACE_S)
+                if dead or overdue:
+                    unit, attempt = w.unit, w.attempt
+                    code = w.proc.exitcode
+                    w.stop(kill=True)
+                    workers[i] = _Worker(ctx, cfg, options)
+                    if overdue and not dead:
+                        rec = _failed(unit, "timeout", f"the episode exceeded the {cfg.episode_timeout:g} s episode "
+                                      f"timeout and did not respond; its worker was killed")
+                    elif attempt == 1:
+                        retry.append(unit)
+                        continue
+                    else:
+                        rec = _failed(unit, "env_error", f"the worker process died twice on this episode "
+                                      f"(exit code {code}); the environment or the agent crashed the process")
+                    journal.append(rec)
+                    progress.update(rec["status"])
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        for w in workers:
+            w.stop(kill=interrupted or fatal is not None)
+        journal.close()
+        progress.close()
+    if fatal is not None:
+        raise AgentLoadError(fatal)
+    if interrupted:
+        raise KeyboardInterrupt(f"{len(journal.done)} of {len(units)} episodes are saved in {journal.path}; "
+                                f"run the same command again to resume")
+    episodes = []
+    for u in units:
+        rec = journal.done[u.key]
+        episodes.append({"task": u.task, "run": u.run, "index": u.index, "seed": u.seed,
+                         **{k: v for k, v in rec.items() if k not in ("task", "run", "index", "seed")}})
+    info = agent_info(module)
+    commit, dirty = _git_state()
+    tasks_json = cfg.suite.summary_json(cfg.tasks)
+    if cfg.episodes_override:
+        for t in tasks_json["tasks"]:
+            t["seeds"] = [u.seed for u in units if u.task == t["id"] and u.run == 0]
+            t["episodes"] = cfg.episodes_override
+    data = {
+        "format_version": 1,
+        "polar_bench": {"version": __version__, "git_commit": commit, "git_dirty": dirty},
+        "suite": tasks_json,
+        "versions": {pkg: version_of(pkg) or "not installed" for pkg in sorted(set(cfg.suite.pins) | {"polar_bench"})},
+        "version_mismatches": mismatches,
+        "comparable": not mismatches,
+        "standard": cfg.standard and not cfg.episodes_override and len(cfg.tasks) == len(cfg.suite.tasks)
+                    and cfg.runs >= cfg.suite.runs,
+        "environment": {"python": platform.python_version(), "os": platform.platform(), "cpu": _cpu_name(),
+                        "cpu_count": os.cpu_count() or 1},
+        "agent": {"path": agent_path, "sha256": agent_sha, "name": str(info.get("name", Path(agent_path).stem)),
+                  "info": info},
+        "config": {"runs": cfg.runs, "episodes_override": cfg.episodes_override,
+                   "tasks": [t.id for t in cfg.tasks], "workers": cfg.workers,
+                   "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout, "backend": "local"},
+        "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
+        "started": journal.started or started,
+        "finished": _now(),
+        "episodes": episodes,
+    }
+    write_results(data, out)
+    code = 0 if all(e["status"] == "ok" for e in episodes) else 1
+    return data, code
+
+
+def _failed(unit: Unit, status: str, error: str) -> dict:
+    return {"task": unit.task, "run": unit.run, "index": unit.index, "seed": unit.seed, "return": None,
+            "length": 0, "status": status, "error": error, "wall_seconds": 0.0, "agent_seconds": 0.0}

@@ -1,0 +1,145 @@
+"""The results file: every episode of an evaluation, and the submission format.
+
+The format is declared once, as a JSON Schema shipped in the package
+(``polar_bench/schemas/results-v1.json``), and checked at the boundary by `read_results`, which
+refuses unknown format versions. Use `read_results` rather than parsing the file: aggregates are
+always recomputed from the episodes, never trusted from the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .errors import ResultsError
+
+__all__ = ["FORMAT_VERSION", "Results", "read_results", "write_results", "results_schema",
+           "validate_results_data", "EPISODE_STATUSES"]
+
+FORMAT_VERSION = 1
+EPISODE_STATUSES = ("ok", "env_error", "agent_error", "timeout")
+
+
+@lru_cache(maxsize=None)
+def results_schema() -> dict:
+    """The JSON Schema of the current format version."""
+    path = Path(__file__).parent / "schemas" / f"results-v{FORMAT_VERSION}.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _first_errors(data: Any, limit: int = 5) -> list[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(results_schema())
+    out = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path)):
+        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
+        out.append(f"{where}: {err.message[:200]}")
+        if len(out) >= limit:
+            break
+    return out
+
+
+def validate_results_data(data: Any, source: str = "results") -> None:
+    """Check format version and schema; raise `ResultsError` listing the first problems."""
+    if not isinstance(data, dict):
+        raise ResultsError(f"{source}: a results file is a JSON object, got {type(data).__name__}")
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        if isinstance(version, int) and version > FORMAT_VERSION:
+            raise ResultsError(f"{source}: format version {version} is newer than this polar_bench "
+                               f"reads ({FORMAT_VERSION}); upgrade polar_bench (pip install -U polar_bench)")
+        raise ResultsError(f"{source}: unknown results format version {version!r} "
+                           f"(this polar_bench reads version {FORMAT_VERSION})")
+    problems = _first_errors(data)
+    if problems:
+        raise ResultsError(f"{source}: does not match the results schema: " + "; ".join(problems))
+
+
+@dataclass
+class Results:
+    """A validated results file. ``data`` is the raw JSON object."""
+
+    data: dict
+    path: str | None = None
+
+    @property
+    def episodes(self) -> list[dict]:
+        return self.data["episodes"]
+
+    @property
+    def tasks(self) -> list[dict]:
+        """The evaluated tasks with domain and normalization references (from the suite)."""
+        return self.data["suite"]["tasks"]
+
+    @property
+    def agent_name(self) -> str:
+        agent = self.data["agent"]
+        return str(agent.get("name") or agent.get("info", {}).get("name") or Path(agent["path"]).stem)
+
+    @property
+    def runs(self) -> int:
+        return int(self.data["config"]["runs"])
+
+    @property
+    def suite_name(self) -> str:
+        return f'{self.data["suite"]["name"]}'
+
+    def status_counts(self) -> dict[str, int]:
+        counts = {s: 0 for s in EPISODE_STATUSES}
+        for ep in self.episodes:
+            counts[ep["status"]] += 1
+        return counts
+
+
+def read_results(path: str | os.PathLike) -> Results:
+    """Read and validate a results file; `ResultsError` (one line, with the fix) when it is not one."""
+    p = Path(path)
+    if not p.is_file():
+        raise ResultsError(f"results file {str(p)!r} does not exist; pass the .json that "
+                           f"'python -m polar_bench evaluate ... --out' wrote")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"), parse_constant=_reject_constant)
+    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
+        raise ResultsError(f"{p}: not valid JSON ({exc}); is it a polar_bench results file?") from None
+    validate_results_data(data, str(p))
+    return Results(data, str(p))
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"non-finite number {name} is not allowed")
+
+
+def _finite(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def write_results(data: dict, path: str | os.PathLike) -> None:
+    """Validate and write atomically (a temporary file renamed over the target)."""
+    data = _finite(data)
+    validate_results_data(data, str(path))
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent) or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1, sort_keys=False, allow_nan=False)
+            fh.write("\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
