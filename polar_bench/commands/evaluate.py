@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 
 from ..errors import UserError
 
@@ -46,7 +45,7 @@ def run(args) -> int:
         runs=args.runs or suite.runs, episodes_override=args.episodes, workers=args.workers,
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
-        command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + sys.argv[1:]),
+        command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
     )
     data, code = run_evaluation(cfg)
     eps = data["episodes"]

@@ -1,0 +1,321 @@
+"""The evaluate command end to end: bad input, failures, determinism, journal and resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from polar_bench.cli import main
+from polar_bench.results import read_results
+
+HERE = Path(__file__).parent
+TINY = str(HERE / "data" / "suites" / "tiny.toml")
+EXAMPLES = HERE.parent / "examples"
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write(path: Path, text: str) -> str:
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+# --------------------------------------------------------------------------- bad input
+GOOD_AGENT = """
+    import numpy as np
+    def make_agent(task, run):
+        class A:
+            def act(self, obs, info):
+                return 0 if task.action_space.shape == () else np.zeros(task.action_space.shape, np.float32)
+        return A()
+"""
+
+
+@pytest.mark.parametrize("case, agent_text, suite, extra, needle", [
+    ("missing agent", None, TINY, [], "not found"),
+    ("syntax error", "def make_agent(task, run)\n    return 1\n", TINY, [], "SyntaxError"),
+    ("no make_agent", "x = 1\n", TINY, [], "defines no make_agent"),
+    ("make_agent raises", "def make_agent(task, run):\n    raise ValueError('no checkpoint')\n", TINY, [],
+     "raised ValueError: no checkpoint"),
+    ("import fails", "import not_a_real_module_xyz\n", TINY, [], "ModuleNotFoundError"),
+    ("unknown suite", GOOD_AGENT, "v99", [], "unknown suite"),
+    ("no task matches", GOOD_AGENT, TINY, ["--tasks", "dmc/*"], "no task of suite tiny matches"),
+    ("unknown domain", GOOD_AGENT, TINY, ["--domains", "clasic"], "Did you mean: classic"),
+    ("bad runs", GOOD_AGENT, TINY, ["--runs", "0"], "--runs must be at least 1"),
+])
+def test_bad_input_is_one_line_and_exit_code_2(tmp_path, capsys, case, agent_text, suite, extra, needle):
+    agent = str(tmp_path / "agent.py")
+    if agent_text is not None:
+        write(Path(agent), agent_text)
+    code, out, err = run_cli(["evaluate", agent, "--suite", suite, "--out", str(tmp_path / "r.json"),
+                              "--workers", "1", "--no-progress", *extra], capsys)
+    assert code == 2, (case, err)
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith("[polar_bench]")]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert needle in lines[0]
+    assert "Traceback" not in err
+
+
+def test_malformed_suite_files(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", GOOD_AGENT)
+    cases = {
+        "syntax.toml": ("[suite\nname='x'", "not valid TOML"),
+        "nohead.toml": ("[[tasks]]\nid='gym/CartPole-v1'\n", "missing the [suite] table"),
+        "badref.toml": (Path(TINY).read_text().replace('high = { value = 500.0', 'high = { value = 5.0'),
+                        "must be above low"),
+        "typo.toml": (Path(TINY).read_text().replace("episodes = 3", "episode = 3"), "unknown field 'episode'"),
+    }
+    for name, (text, needle) in cases.items():
+        suite = write(tmp_path / name, text)
+        code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", str(tmp_path / "r.json")], capsys)
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, (name, err)
+
+
+def test_unwritable_output_path(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", GOOD_AGENT)
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", str(tmp_path / "nope" / "r.json")], capsys)
+    assert code == 2 and "does not exist" in err
+    if os.geteuid() != 0:  # root can write anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", str(ro / "r.json")], capsys)
+        assert code == 2 and "cannot write" in err
+
+
+def test_version_mismatch_stops_unless_allowed(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", GOOD_AGENT)
+    suite = write(tmp_path / "s.toml", Path(TINY).read_text().replace('gymnasium = "1.2.0"', 'gymnasium = "0.29.1"'))
+    out = str(tmp_path / "r.json")
+    code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--episodes", "1"], capsys)
+    assert code == 2 and "gymnasium 1.2.0 (suite pins 0.29.1)" in err
+    code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--episodes", "1", "--workers", "1",
+                            "--allow-version-mismatch", "--no-progress"], capsys)
+    assert code == 0, err
+    r = read_results(out)
+    assert r.data["comparable"] is False and r.data["standard"] is False
+    assert r.data["version_mismatches"]["gymnasium"]["pinned"] == "0.29.1"
+
+
+# --------------------------------------------------------------------------- failures
+FAULTY_AGENT = """
+    import os, time
+    import numpy as np
+    import polar_bench
+    from polar_bench import Harness, TaskInfo, Component
+    from gymnasium import spaces
+
+    AGENT_INFO = {"name": "faulty"}
+
+    class Boom(Harness):
+        family = "faulty"
+        @staticmethod
+        def task_names():
+            return ["env"]
+        def __init__(self, name, text=False, max_episode_steps=None):
+            super().__init__(text=text)
+            self._finish_setup(TaskInfo(
+                id="faulty/env", domain="test", description="a test task whose native env crashes on seed 1",
+                observation_space=spaces.Box(-1, 1, (1,), np.float32), action_space=spaces.Discrete(2),
+                observation_components=(Component("x"),), action_components=(Component("a"), Component("b")),
+                max_episode_steps=20, package="test", package_version="0", text_note="none"))
+        def _native_reset(self, seed):
+            self.seed_ = seed
+            self.t = 0
+            return np.zeros(1, np.float32), {}
+        def _native_step(self, action):
+            self.t += 1
+            if self.seed_ == SEEDS[1] and self.t == 3:
+                raise RuntimeError("native simulator exploded")
+            return np.zeros(1, np.float32), 1.0, False, False, {}
+
+    polar_bench.register_family("faulty", Boom)
+    SEEDS = __SEEDS__
+
+    class Agent:
+        def reset(self, seed):
+            self.seed = seed
+        def act(self, obs, info):
+            if self.seed == SEEDS[2]:
+                raise ZeroDivisionError("agent bug")
+            if self.seed == SEEDS[3]:
+                return 7  # invalid action
+            if self.seed == SEEDS[4]:
+                while True:  # hangs, and even swallows exceptions
+                    try:
+                        time.sleep(0.01)
+                    except Exception:
+                        pass
+            if self.seed == SEEDS[5]:
+                os._exit(3)  # kills the worker process
+            return 0
+
+    def make_agent(task, run):
+        return Agent()
+"""
+
+FAULTY_SUITE = """
+    [suite]
+    name = "faulty"
+    version = "0"
+    seed = 1
+    runs = 1
+    episodes = 7
+    [[domains]]
+    name = "test"
+    description = "d"
+    training = "t"
+    budget = "b"
+    [[tasks]]
+    id = "faulty/env"
+    domain = "test"
+    seeds = [10, 11, 12, 13, 14, 15, 16]
+    low = { value = 0.0, source = "s", measured = false }
+    high = { value = 20.0, source = "s", measured = false }
+"""
+
+
+def test_failures_are_recorded_per_episode_and_the_run_goes_on(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", FAULTY_AGENT.replace("__SEEDS__", "[10, 11, 12, 13, 14, 15, 16]"))
+    suite = write(tmp_path / "faulty.toml", FAULTY_SUITE)
+    out = str(tmp_path / "r.json")
+    code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--workers", "2",
+                            "--step-timeout", "0.5", "--no-progress"], capsys)
+    assert code == 1, err
+    eps = {e["seed"]: e for e in read_results(out).episodes}
+    assert eps[10]["status"] == "ok" and eps[10]["return"] == 20.0 and eps[10]["length"] == 20
+    assert eps[16]["status"] == "ok"
+    assert eps[11]["status"] == "env_error" and "native simulator exploded" in eps[11]["error"]
+    assert "faulty/env failed at step 3 of the episode with seed 11" in eps[11]["error"]
+    assert eps[12]["status"] == "agent_error" and "ZeroDivisionError: agent bug" in eps[12]["error"]
+    assert eps[13]["status"] == "agent_error" and "out of range" in eps[13]["error"]
+    assert eps[14]["status"] == "timeout" and "step timeout of 0.5 s" in eps[14]["error"]
+    assert eps[15]["status"] == "env_error" and "died twice" in eps[15]["error"]
+    assert len(eps) == 7
+
+
+# --------------------------------------------------------------------------- determinism and resume
+def _returns(path):
+    return [(e["task"], e["run"], e["index"], e["seed"], e["return"], e["length"]) for e in read_results(path).episodes]
+
+
+def test_returns_identical_whatever_the_number_of_workers(tmp_path, capsys):
+    agent = str(EXAMPLES / "random_agent.py")
+    outs = []
+    for name, workers in (("a", "1"), ("b", "2"), ("c", "2")):
+        out = str(tmp_path / f"{name}.json")
+        code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--workers", workers,
+                                "--no-progress"], capsys)
+        assert code == 0, err
+        outs.append(_returns(out))
+    assert outs[0] == outs[1] == outs[2]
+    # runs are independent instances: the random agent's runs differ on the same seeds
+    assert [r[4] for r in outs[0] if r[1] == 0] != [r[4] for r in outs[0] if r[1] == 1]
+
+
+SLOW_AGENT = """
+    import time
+    import numpy as np
+    AGENT_INFO = {"name": "slow"}
+    class A:
+        def __init__(self, task, run):
+            self.task, self.run = task, run
+        def reset(self, seed):
+            self.rng = np.random.default_rng([seed, self.run])
+        def act(self, obs, info):
+            time.sleep(0.004)
+            if self.task.action_space.shape == ():
+                return int(self.rng.integers(self.task.action_space.n))
+            return self.rng.uniform(-1, 1, self.task.action_space.shape).astype(np.float32)
+    def make_agent(task, run):
+        return A(task, run)
+"""
+
+
+def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", SLOW_AGENT)
+    ref = str(tmp_path / "ref.json")
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "2", "--no-progress"], capsys)
+    assert code == 0, err
+    out = tmp_path / "r.json"
+    journal = tmp_path / "r.episodes.jsonl"
+    cmd = [sys.executable, "-m", "polar_bench", "evaluate", agent, "--suite", TINY, "--out", str(out),
+           "--workers", "2", "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        if journal.exists() and journal.read_text().count("\n") >= 4:  # header + 3 episodes
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not out.exists()
+    partial = [json.loads(line) for line in journal.read_text().splitlines()[1:] if line.strip()]
+    assert 3 <= len(partial) < 10
+    # a torn last line, as a kill in the middle of a write leaves it
+    with open(journal, "a") as fh:
+        fh.write('{"task": "gym/CartPole-v1", "run": 1, "ind')
+    code, _, err = run_cli(cmd[3:], capsys)
+    assert code == 0, err
+    assert _returns(str(out)) == _returns(ref)
+    lines = [json.loads(line) for line in journal.read_text().splitlines()[1:]]
+    keys = [(r["task"], r["run"], r["index"]) for r in lines]
+    assert len(keys) == len(set(keys)) == 10
+    # running the same command again does no work and gives the same file
+    code, _, _ = run_cli(cmd[3:], capsys)
+    assert code == 0 and _returns(str(out)) == _returns(ref)
+
+
+def test_journal_of_another_evaluation_is_refused(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", GOOD_AGENT)
+    out = str(tmp_path / "r.json")
+    assert run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--episodes", "1", "--workers", "1",
+                    "--no-progress"], capsys)[0] == 0
+    write(tmp_path / "agent.py", GOOD_AGENT + "\n# changed\n")
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--episodes", "1"], capsys)
+    assert code == 2 and "belongs to a different evaluation" in err
+
+
+def test_results_file_contents(tmp_path, capsys):
+    out = str(tmp_path / "r.json")
+    code, _, err = run_cli(["evaluate", str(EXAMPLES / "random_agent.py"), "--suite", TINY, "--out", out,
+                            "--workers", "1", "--no-progress"], capsys)
+    assert code == 0, err
+    r = read_results(out)
+    d = r.data
+    assert d["suite"]["name"] == "tiny" and d["suite"]["hash"].startswith("sha256:")
+    assert d["agent"]["info"]["name"] == "random" and len(d["agent"]["sha256"]) == 64
+    assert d["versions"]["gymnasium"] == "1.2.0" and d["comparable"] is True
+    assert d["environment"]["python"] and d["command"].startswith("python -m polar_bench evaluate")
+    assert len(r.episodes) == 2 * 3 + 2 * 2
+    pend = [e for e in r.episodes if e["task"] == "gym/Pendulum-v1"]
+    assert all("clipped_actions" in e for e in pend)
+    assert {e["seed"] for e in pend} == set(d["suite"]["tasks"][1]["seeds"])
+    assert all(e["agent_seconds"] <= e["wall_seconds"] for e in r.episodes)
+
+
+def test_read_results_refuses_unknown_versions_and_bad_files(tmp_path):
+    from polar_bench.errors import ResultsError
+
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"format_version": 99}))
+    with pytest.raises(ResultsError, match="newer than this polar_bench reads"):
+        read_results(p)
+    p.write_text("{not json")
+    with pytest.raises(ResultsError, match="not valid JSON"):
+        read_results(p)
+    p.write_text(json.dumps({"format_version": 1, "episodes": []}))
+    with pytest.raises(ResultsError, match="does not match the results schema"):
+        read_results(p)
