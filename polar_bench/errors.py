@@ -22,6 +22,7 @@ __all__ = [
     "NoTextRenderingError",
     "SuiteError",
     "ResultsError",
+    "ScoringError",
     "AgentLoadError",
     "did_you_mean",
 ]
@@ -99,6 +100,11 @@ class SuiteError(UserError):
 
 class ResultsError(UserError):
     """A results file that is missing, malformed or of an unknown format version."""
+
+
+class ScoringError(UserError, ValueError):
+    """Scores that cannot be aggregated: a bad shape, NaN or infinite cells, missing (run, task) cells,
+    results that do not match each other, or a bad statistical option (confidence, replicates)."""
 
 
 class AgentLoadError(UserError):

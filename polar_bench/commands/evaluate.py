@@ -52,11 +52,12 @@ def run(args) -> int:
     bad = [e for e in eps if e["status"] != "ok"]
     print(f"{len(eps)} episodes on {len(tasks)} tasks x {cfg.runs} runs -> {args.out}"
           + (f"; {len(bad)} failed (see the 'error' of each)" if bad else ""))
-    try:
-        from ..analysis import summary_table  # the scoring engine's per-domain IQM table
-    except ImportError:
-        summary_table = None
-    if summary_table is not None:
-        from ..results import Results
-        print(summary_table(Results(data, args.out)))
+    from .. import analysis, report
+
+    agent = analysis.agent_scores(args.out)
+    scopes = analysis.aggregate(agent, ("iqm",))
+    print(report.score_table(agent.label, scopes, confidence=0.95, reps=analysis.scoring.AGGREGATE_REPS,
+                             digits=3).to_text(), end="")
+    if bad:
+        print(f"score with the failed episodes left out: python -m polar_bench score {args.out} --allow-incomplete")
     return code

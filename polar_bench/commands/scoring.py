@@ -1,0 +1,344 @@
+"""`score`, `compare` and `report`: aggregate metrics with stratified-bootstrap intervals, from results
+files (see docs/scoring.md for the definitions, the domain weighting and the incomplete-domain rule)."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from .. import analysis, report, scoring
+from ..errors import UserError
+
+METRICS = analysis.DEFAULT_METRICS
+
+
+def _common(p, poi: bool = False, profiles: bool = False) -> None:
+    g = p.add_argument_group("statistics")
+    g.add_argument("--reps", type=int, default=scoring.AGGREGATE_REPS,
+                   help="bootstrap replicates for the aggregate metrics (default: %(default)s)")
+    if poi:
+        g.add_argument("--poi-reps", type=int, default=scoring.PROFILE_REPS,
+                       help="replicates for the probability of improvement (default: %(default)s)")
+    if profiles:
+        g.add_argument("--profile-reps", type=int, default=scoring.PROFILE_REPS,
+                       help="replicates for the performance-profile bands (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="seed of the bootstrap; the same input and seed give the same intervals (default: 0)")
+    g.add_argument("--confidence", type=float, default=0.95,
+                   help="coverage of the percentile intervals (default: %(default)s)")
+    g.add_argument("--gamma", type=float, default=1.0,
+                   help="threshold of the optimality gap (default: %(default)s)")
+    g.add_argument("--task-bootstrap", action="store_true",
+                   help="resample tasks as well as runs (sensitivity to the choice of tasks)")
+    g.add_argument("--allow-incomplete", action="store_true",
+                   help="aggregate over domains with errored or missing episodes, leaving those episodes "
+                        "out of their run's mean (marked * in the tables)")
+    g.add_argument("--digits", type=int, default=3, help="decimals in the tables (default: %(default)s)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("score", help="aggregate scores of one results file, with confidence intervals",
+                       description="Per-domain and overall IQM with its interval, mean, median and optimality "
+                                   "gap; a per-task table; a summary of failed episodes; LLM usage.")
+    p.add_argument("results", help="a results .json written by evaluate")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(p)
+    p.set_defaults(func=score)
+
+    p = sub.add_parser("compare", help="compare results files side by side, with probability of improvement",
+                       description="Aggregates of every results file side by side, and the probability of "
+                                   "improvement of each pair with its interval.")
+    p.add_argument("results", nargs="+", help="two or more results .json files of the same suite")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _common(p, poi=True)
+    p.set_defaults(func=compare)
+
+    p = sub.add_parser("report", help="write Markdown, LaTeX and CSV tables and PNG and PDF plots",
+                       description="Tables (aggregates, per task, probability of improvement, sample "
+                                   "efficiency) and plots into --out. Several files of one agent name whose "
+                                   "agent.info has distinct training_steps make a sample-efficiency curve.")
+    p.add_argument("results", nargs="+", help="results .json files of the same suite")
+    p.add_argument("--out", required=True, help="output folder (created if needed)")
+    p.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
+    p.add_argument("--score-label", default="normalized score",
+                   help="axis label of normalized scores (default: %(default)s)")
+    p.add_argument("--tau-max", type=float, default=None,
+                   help="upper end of the performance-profile threshold grid (default: the highest score)")
+    _common(p, poi=True, profiles=True)
+    p.set_defaults(func=report_command)
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def _check_args(args) -> None:
+    for name in ("reps", "poi_reps", "profile_reps"):
+        value = getattr(args, name, None)
+        if value is not None and value < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1; got {value}")
+    if not 0 < args.confidence < 1:
+        raise UserError(f"--confidence must be strictly between 0 and 1; got {args.confidence}")
+    if not math.isfinite(args.gamma):
+        raise UserError(f"--gamma must be a finite number; got {args.gamma}")
+    if not 0 <= args.digits <= 10:
+        raise UserError(f"--digits must be between 0 and 10; got {args.digits}")
+    if args.seed < 0:
+        raise UserError(f"--seed must be a non-negative integer; got {args.seed}")
+
+
+def _aggregate(agent: analysis.AgentScores, args) -> list[analysis.ScopeEstimates]:
+    return analysis.aggregate(agent, METRICS, gamma=args.gamma, reps=args.reps, seed=args.seed,
+                              confidence=args.confidence, allow_incomplete=args.allow_incomplete,
+                              task_bootstrap=args.task_bootstrap)
+
+
+def _progress(total: int, desc: str):
+    """A progress bar on stderr when it is a terminal; silent otherwise."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step", leave=False, disable=not sys.stderr.isatty())
+
+
+def _scores_and_pairs(agents, args, desc: str):
+    pairs_todo = list(analysis.iter_pairs(agents))
+    with _progress(len(agents) + len(pairs_todo), desc) as bar:
+        results = []
+        for a in agents:
+            results.append((a.label, _aggregate(a, args)))
+            bar.update()
+        pairs = []
+        for x, y in pairs_todo:
+            pairs.append((x.label, y.label, analysis.improvement(
+                x, y, reps=args.poi_reps, seed=args.seed, confidence=args.confidence,
+                allow_incomplete=args.allow_incomplete)))
+            bar.update()
+    return results, pairs
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe: NaN and infinities become null."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(_clean(obj), indent=1, ensure_ascii=False, allow_nan=False)
+
+
+def _header(a: analysis.AgentScores) -> list[str]:
+    suite = a.suite
+    episodes = sorted({t.episodes for t in a.tasks})
+    ep_text = "/".join(str(e) for e in episodes)
+    lines = [f"Agent {a.label}" + (f" ({a.path})" if a.path else ""),
+             f"Suite {suite.get('name')} {suite.get('version')} ({str(suite.get('hash'))[:19]}); "
+             f"{len(a.tasks)} tasks in {len(a.domains)} domain(s); {a.runs} run(s) × {ep_text} episodes"]
+    if a.evaluation_noise_only:
+        lines.append(f"{report.NOISE_MARK} one run: intervals resample episodes within each task and reflect "
+                     "evaluation noise only, not the variability between training runs")
+    if not a.comparable:
+        lines.append("warning: not comparable (installed package versions differed from the suite's pins)")
+    if not a.standard:
+        lines.append("warning: not a standard evaluation (episodes override, a subset of tasks, or fewer runs "
+                     "than the suite asks)")
+    return lines
+
+
+def _error_lines(a: analysis.AgentScores) -> list[str]:
+    summary = analysis.error_summary(a)
+    counts = summary["counts"]
+    failed = sum(v for k, v in counts.items() if k != "ok")
+    total = sum(counts.values())
+    if not failed:
+        return [f"Episodes: all {total} ok"]
+    parts = ", ".join(f"{v} {k}" for k, v in counts.items() if k != "ok" and v)
+    lines = [f"Episodes: {failed} of {total} failed or missing ({parts}); incomplete domain(s): "
+             f"{', '.join(summary['incomplete_domains'])}"]
+    for task, c in summary["by_task"].items():
+        lines.append(f"  {task}: " + ", ".join(f"{v} {k}" for k, v in c.items()))
+    for m in summary["messages"]:
+        lines.append(f"  {m['count']}× {m['status']}: {m['message']}")
+    return lines
+
+
+def _llm_lines(a: analysis.AgentScores) -> list[str]:
+    if not a.llm:
+        return []
+    per = a.llm["per_episode"]
+    tot = a.llm["total"]
+    return [f"LLM usage per episode ({a.llm['episodes']} episodes): {per['calls']:.1f} calls, "
+            f"{per['prompt_tokens']:.0f} prompt tokens, {per['completion_tokens']:.0f} completion tokens, "
+            f"{per['seconds']:.2f} LLM seconds (total {tot['calls']:.0f} calls, "
+            f"{tot['prompt_tokens'] + tot['completion_tokens']:.0f} tokens, {tot['seconds']:.1f} s)"]
+
+
+def _timing_lines(a: analysis.AgentScores) -> list[str]:
+    wall, agent = a.timing["wall_seconds"]["per_episode"], a.timing["agent_seconds"]["per_episode"]
+    if wall is None:
+        return []
+    text = f"Time per episode: {wall:.3f} s wall"
+    if agent is not None:
+        text += f", {agent:.3f} s in the agent"
+    return [text]
+
+
+def _agent_json(a: analysis.AgentScores, scopes) -> dict:
+    return {"agent": a.label, "name": a.name, "path": a.path, "suite": a.suite, "runs": a.runs,
+            "training_steps": a.training_steps, "comparable": a.comparable, "standard": a.standard,
+            "evaluation_noise_only": a.evaluation_noise_only,
+            "aggregates": [s.to_json() for s in scopes]}
+
+
+def _stats_json(args) -> dict:
+    out = {"reps": args.reps, "seed": args.seed, "confidence": args.confidence, "gamma": args.gamma,
+           "task_bootstrap": args.task_bootstrap, "allow_incomplete": args.allow_incomplete,
+           "interval": "percentile, stratified bootstrap", "domain_weighting": "equal"}
+    if hasattr(args, "poi_reps"):
+        out["poi_reps"] = args.poi_reps
+    return out
+
+
+def score(args) -> int:
+    _check_args(args)
+    agent = analysis.agent_scores(args.results)
+    scopes = _aggregate(agent, args)
+    if args.json:
+        print(_dumps({**_agent_json(agent, scopes), "statistics": _stats_json(args),
+                      "tasks": analysis.task_rows(agent), "errors": analysis.error_summary(agent),
+                      "llm": agent.llm, "timing": agent.timing}))
+        return 0
+    table = report.score_table(agent.label, scopes, confidence=args.confidence, reps=args.reps,
+                               digits=args.digits, task_bootstrap=args.task_bootstrap)
+    sections = ["\n".join(_header(agent)), table.to_text(), report.task_table([agent], args.digits).to_text(),
+                "\n".join(_error_lines(agent) + _llm_lines(agent) + _timing_lines(agent))]
+    print("\n".join(s.rstrip("\n") + "\n" for s in sections), end="")
+    return 0
+
+
+def _load_many(paths: list[str], at_least: int, command: str) -> tuple[list, list[str]]:
+    if len(paths) < at_least:
+        raise UserError(f"{command} needs at least {at_least} results files; got {len(paths)}")
+    agents = analysis.load_agents(paths)
+    notes = analysis.check_same_tasks(agents)
+    return agents, notes
+
+
+def compare(args) -> int:
+    _check_args(args)
+    agents, notes = _load_many(args.results, 2, "compare")
+    results, pairs = _scores_and_pairs(agents, args, "compare")
+    if args.json:
+        print(_dumps({"agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results)],
+                      "probability_of_improvement": [{"x": x, "y": y, "scopes": [s.to_json() for s in sc]}
+                                                     for x, y, sc in pairs],
+                      "statistics": _stats_json(args), "notes": notes}))
+        return 0
+    lines = []
+    for a in agents:
+        lines += _header(a)[:1]
+    lines += [f"note: {n}" for n in notes]
+    side = report.side_by_side_table(results, METRICS, confidence=args.confidence, reps=args.reps,
+                                     digits=args.digits, task_bootstrap=args.task_bootstrap)
+    poi = report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps, digits=args.digits)
+    failures = [f"{a.label}: " + _error_lines(a)[0] for a in agents]
+    print("\n".join(["\n".join(lines), "", side.to_text().rstrip("\n"), "", poi.to_text().rstrip("\n"), "",
+                     *failures]))
+    return 0
+
+
+def report_command(args) -> int:
+    _check_args(args)
+    if args.tau_max is not None and not math.isfinite(args.tau_max):
+        raise UserError(f"--tau-max must be a finite number; got {args.tau_max}")
+    agents_all, notes = _load_many(args.results, 1, "report")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {str(out)!r} exists and is not a folder")
+    if not args.no_plots:
+        report._matplotlib()  # fail before any work when matplotlib is missing
+    agents = analysis.final_budget(agents_all)
+    results, pairs = _scores_and_pairs(agents, args, "report: statistics")
+    curves = analysis.sample_efficiency(agents_all, "iqm", gamma=args.gamma, reps=args.reps, seed=args.seed,
+                                        confidence=args.confidence, allow_incomplete=args.allow_incomplete)
+
+    tables = [report.aggregates_table(results, METRICS, confidence=args.confidence, reps=args.reps,
+                                      digits=args.digits, task_bootstrap=args.task_bootstrap),
+              report.task_table(agents, args.digits)]
+    if pairs:
+        tables.append(report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps,
+                                               digits=args.digits))
+    if curves:
+        tables.append(report.sample_efficiency_table(curves, "iqm", confidence=args.confidence,
+                                                     reps=args.reps, digits=args.digits))
+    written = []
+    for t in tables:
+        written += t.write(out / "tables")
+
+    plots = []
+    if not args.no_plots:
+        plots = _plots(agents, results, pairs, curves, args, out / "plots")
+        written += [p for _, paths in plots for p in paths]
+
+    md = [f"# Scores of {', '.join(a.label for a in agents)}", ""]
+    md += [f"- {line}" for a in agents for line in _header(a)[:2]]
+    md += [f"- note: {n}" for n in notes]
+    md.append("")
+    for t in tables:
+        md += [t.to_markdown().rstrip("\n"), ""]
+    for name, paths in plots:
+        md += [f"![{name}](plots/{paths[0].name})", ""]
+    report_md = out / "report.md"
+    report_md.write_bytes(("\n".join(md).rstrip("\n") + "\n").encode("utf-8"))
+    (out / "report.json").write_bytes(_dumps({
+        "agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results)],
+        "probability_of_improvement": [{"x": x, "y": y, "scopes": [s.to_json() for s in sc]}
+                                       for x, y, sc in pairs],
+        "sample_efficiency": {k: [{"training_steps": s, **e.to_json()} for s, e in v]
+                              for k, v in curves.items()},
+        "statistics": _stats_json(args), "notes": notes}).encode("utf-8") + b"\n")
+    for p in [report_md, out / "report.json", *written]:
+        print(p)
+    return 0
+
+
+def _plots(agents, results, pairs, curves, args, folder: Path) -> list[tuple[str, list[Path]]]:
+    colors = report.agent_colors([a.label for a in agents] + [c for c in curves if c not in
+                                                               {a.label for a in agents}])
+    label = args.score_label
+    out = []
+    fig = report.plot_aggregates(results, METRICS, score_label=label, confidence=args.confidence)
+    out.append(("aggregate metrics", report.save_figure(fig, folder, "aggregates")))
+
+    tau = None
+    if args.tau_max is not None:
+        import numpy as np
+
+        tau = np.linspace(0.0, args.tau_max, 101)
+    profile, _ = analysis.profiles(agents, tau, "runs", reps=args.profile_reps, seed=args.seed,
+                                   confidence=args.confidence, allow_incomplete=args.allow_incomplete)
+    if profile is not None:
+        ax = report.plot_performance_profile(profile, colors=colors, score_label=label)
+        out.append(("performance profiles", report.save_figure(ax.figure, folder, "performance_profiles")))
+
+    if pairs:
+        overall = [(x, y, next((s.estimates.get("probability_of_improvement") for s in sc
+                                if s.scope == analysis.OVERALL), None)) for x, y, sc in pairs]
+        ax = report.plot_probability_of_improvement(overall, colors={
+            f"P({x} > {y})": colors[x] for x, y, _ in overall})
+        out.append(("probability of improvement",
+                    report.save_figure(ax.figure, folder, "probability_of_improvement")))
+
+    ax = report.plot_task_scores(agents, colors=colors, score_label=label)
+    out.append(("per-task scores", report.save_figure(ax.figure, folder, "task_scores")))
+
+    if curves:
+        ax = report.plot_sample_efficiency(curves, colors=colors, score_label=label)
+        out.append(("sample efficiency", report.save_figure(ax.figure, folder, "sample_efficiency")))
+    return out

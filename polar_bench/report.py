@@ -1,0 +1,650 @@
+"""Tables (plain text, Markdown, LaTeX with booktabs, CSV) and plots (PNG and PDF) of scores.
+
+Tables are built once as a `Table` of strings and `Value` cells and rendered to each format; the
+same input always gives byte-identical output (fixed digits, ``\\n`` line endings, no timestamps).
+Plots need matplotlib (``pip install "polar_bench[plot]"``), imported only when a plot is drawn; they
+are drawn on `matplotlib.figure.Figure` objects (the Agg canvas), never through pyplot's global
+state. Every plot function takes an optional ``ax`` so that callers can compose figures.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ._optional import require
+from .analysis import INCOMPLETE_NOTE, OVERALL, AgentScores, Estimate, ScopeEstimates, task_rows
+from .scoring import RESAMPLED_EPISODES, ProfileEstimates
+
+__all__ = [
+    "Value",
+    "Table",
+    "METRIC_LABELS",
+    "aggregates_table",
+    "side_by_side_table",
+    "score_table",
+    "task_table",
+    "improvement_table",
+    "sample_efficiency_table",
+    "plot_intervals",
+    "plot_aggregates",
+    "plot_performance_profile",
+    "plot_probability_of_improvement",
+    "plot_task_scores",
+    "plot_sample_efficiency",
+    "save_figure",
+]
+
+METRIC_LABELS = {"iqm": "IQM", "mean": "Mean", "median": "Median", "optimality_gap": "Optimality gap",
+                 "probability_of_improvement": "P(X > Y)"}
+HIGHER_IS_BETTER = {"iqm": True, "mean": True, "median": True, "optimality_gap": False}
+INCOMPLETE_MARK = "*"
+NOISE_MARK = "†"
+DASH = "—"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Tables
+
+
+@dataclass(frozen=True)
+class Value:
+    """A number with an optional interval ``[low, high]`` or spread ``± sd``; ``bold`` marks the best."""
+
+    point: float | None
+    low: float | None = None
+    high: float | None = None
+    sd: float | None = None
+    bold: bool = False
+
+    @classmethod
+    def of(cls, estimate: Estimate | None, interval: bool = True) -> "Value":
+        if estimate is None:
+            return cls(None)
+        if not interval:
+            return cls(estimate.point)
+        return cls(estimate.point, estimate.low, estimate.high)
+
+    @property
+    def has_interval(self) -> bool:
+        return self.low is not None and self.high is not None
+
+
+@dataclass
+class Table:
+    """A table: ``rows`` of strings and `Value` cells under ``columns``.
+
+    ``groups`` (one key per row, optional) separates runs of rows with a rule and prints the first
+    column once per run; ``notes`` are printed under the table (caption in LaTeX).
+    """
+
+    name: str
+    title: str
+    columns: list[str]
+    rows: list[list[Any]]
+    groups: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+    digits: int = 3
+
+    # -- formatting of one cell -------------------------------------------------------------------
+    def _num(self, v: float | None) -> str | None:
+        if v is None or not math.isfinite(v):
+            return None
+        text = f"{v:.{self.digits}f}"
+        return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+    def _plain(self, cell: Any, bold: tuple[str, str] = ("", "")) -> str:
+        if not isinstance(cell, Value):
+            return str(cell)
+        point = self._num(cell.point)
+        if point is None:
+            return DASH
+        text = f"{bold[0]}{point}{bold[1]}" if cell.bold else point
+        if cell.has_interval:
+            text += f" [{self._num(cell.low)}, {self._num(cell.high)}]"
+        elif cell.sd is not None and self._num(cell.sd) is not None:
+            text += f" ± {self._num(cell.sd)}"
+        return text
+
+    def _latex_cell(self, cell: Any) -> str:
+        if not isinstance(cell, Value):
+            return latex_escape(str(cell))
+        point = self._num(cell.point)
+        if point is None:
+            return "--"
+        text = rf"\textbf{{{point}}}" if cell.bold else point
+        if cell.has_interval:
+            text += rf" {{\scriptsize[{self._num(cell.low)}, {self._num(cell.high)}]}}"
+        elif cell.sd is not None and self._num(cell.sd) is not None:
+            text += rf" {{\scriptsize$\pm$ {self._num(cell.sd)}}}"
+        return text
+
+    def _first_cells(self) -> list[list[Any]]:
+        """Rows with the group column blanked after the first row of each group."""
+        out = []
+        for i, row in enumerate(self.rows):
+            if self.groups and i > 0 and self.groups[i] == self.groups[i - 1]:
+                row = ["", *row[1:]]
+            out.append(row)
+        return out
+
+    def _numeric(self, j: int) -> bool:
+        return any(isinstance(r[j], Value) for r in self.rows)
+
+    # -- renderers --------------------------------------------------------------------------------
+    def to_text(self) -> str:
+        cells = [[self._plain(c) for c in row] for row in self._first_cells()]
+        widths = [max([len(h)] + [len(r[j]) for r in cells]) for j, h in enumerate(self.columns)]
+
+        def line(values):
+            parts = [v.rjust(w) if self._numeric(j) else v.ljust(w)
+                     for j, (v, w) in enumerate(zip(values, widths))]
+            return "  ".join(parts).rstrip()
+
+        out = [self.title, line(self.columns), "  ".join("-" * w for w in widths)]
+        for i, row in enumerate(cells):
+            if self.groups and i > 0 and self.groups[i] != self.groups[i - 1]:
+                out.append("")
+            out.append(line(row))
+        out.extend(self.notes)
+        return "\n".join(out) + "\n"
+
+    def to_markdown(self) -> str:
+        cells = [[self._plain(c, ("**", "**")).replace("|", "\\|") for c in row]
+                 for row in self._first_cells()]
+        header = [h.replace("|", "\\|") for h in self.columns]
+        widths = [max([len(h), 3] + [len(r[j]) for r in cells]) for j, h in enumerate(header)]
+
+        def line(values):
+            return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+
+        rule = "| " + " | ".join(("-" * (w - 1) + ":") if self._numeric(j) else "-" * w
+                                 for j, w in enumerate(widths)) + " |"
+        out = [f"**{self.title}**", "", line(header), rule, *(line(r) for r in cells)]
+        if self.notes:
+            out.append("")
+            out.extend(f"{n}  " if k < len(self.notes) - 1 else n for k, n in enumerate(self.notes))
+        return "\n".join(out) + "\n"
+
+    def to_latex(self) -> str:
+        spec = "".join("r" if self._numeric(j) else "l" for j in range(len(self.columns)))
+        caption = latex_escape(self.title)
+        if self.notes:
+            caption += ". " + " ".join(latex_escape(n) for n in self.notes)
+        out = [
+            "% Generated by polar_bench report. Needs \\usepackage{booktabs}.",
+            "\\begin{table}[t]",
+            "  \\centering",
+            f"  \\caption{{{caption}}}",
+            f"  \\label{{tab:{self.name}}}",
+            f"  \\begin{{tabular}}{{{spec}}}",
+            "    \\toprule",
+            "    " + " & ".join(latex_escape(h) for h in self.columns) + r" \\",
+            "    \\midrule",
+        ]
+        for i, row in enumerate(self._first_cells()):
+            if self.groups and i > 0 and self.groups[i] != self.groups[i - 1]:
+                out.append("    \\midrule")
+            out.append("    " + " & ".join(self._latex_cell(c) for c in row) + r" \\")
+        out += ["    \\bottomrule", "  \\end{tabular}", "\\end{table}"]
+        return "\n".join(out) + "\n"
+
+    def to_csv(self) -> str:
+        """One column per string column; ``x``, ``x_low``, ``x_high`` (or ``x_sd``) per value column."""
+        header, layout = [], []
+        for j, h in enumerate(self.columns):
+            values = [r[j] for r in self.rows if isinstance(r[j], Value)]
+            key = csv_key(h)
+            if not values:
+                header.append(key)
+                layout.append("text")
+            elif any(v.has_interval for v in values):
+                header += [key, f"{key}_low", f"{key}_high"]
+                layout.append("interval")
+            elif any(v.sd is not None for v in values):
+                header += [key, f"{key}_sd"]
+                layout.append("sd")
+            else:
+                header.append(key)
+                layout.append("point")
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(header)
+        exact = f"{{:.{max(self.digits, 6)}f}}"
+
+        def num(v):
+            return "" if v is None or not math.isfinite(v) else exact.format(v)
+
+        for row in self.rows:
+            out = []
+            for cell, kind in zip(row, layout):
+                if kind == "text":
+                    out.append(str(cell))
+                    continue
+                v = cell if isinstance(cell, Value) else Value(None)
+                out.append(num(v.point))
+                if kind == "interval":
+                    out += [num(v.low), num(v.high)]
+                elif kind == "sd":
+                    out.append(num(v.sd))
+            writer.writerow(out)
+        return buffer.getvalue()
+
+    def write(self, folder: Path) -> list[Path]:
+        """Write ``<name>.md``, ``<name>.tex`` and ``<name>.csv`` into ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for ext, text in (("md", self.to_markdown()), ("tex", self.to_latex()), ("csv", self.to_csv())):
+            path = folder / f"{self.name}.{ext}"
+            path.write_bytes(text.encode("utf-8"))
+            paths.append(path)
+        return paths
+
+
+_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+          "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+          "ε": r"$\varepsilon$", "γ": r"$\gamma$", "τ": r"$\tau$", "±": r"$\pm$", "×": r"$\times$",
+          "—": "--", "†": r"\textsuperscript{\dag}", "≥": r"$\geq$", "≤": r"$\leq$", ">": r"$>$",
+          "<": r"$<$"}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX.get(ch, ch) for ch in text)
+
+
+def csv_key(header: str) -> str:
+    key = "".join(ch.lower() if ch.isalnum() else "_" for ch in header)
+    return "_".join(p for p in key.split("_") if p)
+
+
+def _mark_best(values: list[Value], higher: bool) -> list[Value]:
+    points = [v.point for v in values if v.point is not None and math.isfinite(v.point)]
+    if len(points) < 2:
+        return values
+    best = max(points) if higher else min(points)
+    return [replace(v, bold=True) if v.point == best else v for v in values]
+
+
+def _interval_note(confidence: float, reps: int, task_bootstrap: bool = False) -> str:
+    what = "runs and tasks" if task_bootstrap else "runs within each task"
+    return (f"[low, high]: {confidence:.0%} percentile stratified-bootstrap interval "
+            f"({reps:,} replicates; {what} resampled).")
+
+
+def _show_scopes(per_agent: Sequence[Sequence[ScopeEstimates]]) -> list[str]:
+    """The scopes to show: every domain, plus the overall row when there is more than one domain."""
+    scopes = list(dict.fromkeys(s.scope for scopes in per_agent for s in scopes))
+    domains = [s for s in scopes if s != OVERALL]
+    return scopes if len(domains) > 1 else domains
+
+
+def _row_marks(s: ScopeEstimates | None) -> str:
+    if s is None:
+        return ""
+    marks = ""
+    if s.estimates and not s.complete:
+        marks += INCOMPLETE_MARK
+    if s.resampled == RESAMPLED_EPISODES:
+        marks += NOISE_MARK
+    return marks
+
+
+def _common_notes(entries: Sequence[tuple[str, ScopeEstimates]], confidence: float, reps: int,
+                  task_bootstrap: bool = False) -> list[str]:
+    notes = [_interval_note(confidence, reps, task_bootstrap)]
+    scopes = {s.scope for _, s in entries}
+    if OVERALL in scopes and len(scopes) > 1:
+        notes.append("overall: each domain weighted equally (the metric is averaged over domains "
+                     "inside every bootstrap replicate).")
+    if any(_row_marks(s).count(INCOMPLETE_MARK) for _, s in entries):
+        notes.append(f"{INCOMPLETE_MARK} incomplete: errored or missing episodes left out "
+                     "(--allow-incomplete).")
+    if any(NOISE_MARK in _row_marks(s) for _, s in entries):
+        notes.append(f"{NOISE_MARK} one run: the interval resamples episodes and reflects evaluation "
+                     "noise only.")
+    for label, s in entries:  # what the marks above do not say already
+        parts = [p for p in s.note.split("; ") if p] if s.note else []
+        if s.estimates:
+            parts = [p for p in parts if p != INCOMPLETE_NOTE and not p.startswith("includes incomplete")]
+        if parts:
+            notes.append(f"{label}, {s.scope}: {'; '.join(parts)}.")
+    return notes
+
+
+def aggregates_table(results: Sequence[tuple[str, Sequence[ScopeEstimates]]],
+                     metrics: Sequence[str], *, confidence: float, reps: int, digits: int = 3,
+                     task_bootstrap: bool = False, title: str = "Aggregate normalized scores",
+                     name: str = "aggregates") -> Table:
+    """Rows: agents grouped by domain (then overall); columns: the metrics with intervals; the best
+    agent of every domain bolded per metric."""
+    scopes = _show_scopes([s for _, s in results])
+    rows, groups, entries = [], [], []
+    for scope in scopes:
+        block = []
+        for label, per_scope in results:
+            s = next((x for x in per_scope if x.scope == scope), None)
+            if s is not None:
+                entries.append((label, s))
+            values = [Value.of(s.estimates.get(m) if s else None) for m in metrics]
+            block.append([scope, f"{label}{_row_marks(s)}", *values])
+        for j, m in enumerate(metrics):
+            col = _mark_best([r[2 + j] for r in block], HIGHER_IS_BETTER.get(m, True))
+            for r, v in zip(block, col):
+                r[2 + j] = v
+        rows += block
+        groups += [scope] * len(block)
+    columns = ["Domain", "Agent", *(METRIC_LABELS.get(m, m) for m in metrics)]
+    return Table(name, title, columns, rows, groups,
+                 _common_notes(entries, confidence, reps, task_bootstrap), digits)
+
+
+def score_table(label: str, scopes: Sequence[ScopeEstimates], *, confidence: float, reps: int,
+                digits: int = 3, task_bootstrap: bool = False) -> Table:
+    """One agent: a row per domain (and overall), IQM with its interval, mean, median, optimality gap."""
+    rows = []
+    shown = [s for s in scopes if not (s.scope == OVERALL and len(scopes) == 2)]
+    for s in shown:
+        rows.append([f"{s.scope}{_row_marks(s)}", str(s.tasks) if s.estimates else DASH,
+                     Value.of(s.estimates.get("iqm")),
+                     *(Value.of(s.estimates.get(m), interval=False)
+                       for m in ("mean", "median", "optimality_gap"))])
+    columns = ["Domain", "Tasks", "IQM", "Mean", "Median", "Optimality gap"]
+    return Table("score", f"Aggregate normalized scores of {label}", columns, rows,
+                 notes=_common_notes([(label, s) for s in shown], confidence, reps, task_bootstrap),
+                 digits=digits)
+
+
+def side_by_side_table(results: Sequence[tuple[str, Sequence[ScopeEstimates]]],
+                       metrics: Sequence[str], *, confidence: float, reps: int, digits: int = 3,
+                       task_bootstrap: bool = False) -> Table:
+    """Agents as columns; rows grouped by domain with one row per metric; the best bolded per row."""
+    scopes = _show_scopes([s for _, s in results])
+    rows, groups, entries = [], [], []
+    for scope in scopes:
+        for m in metrics:
+            values = []
+            for label, per_scope in results:
+                s = next((x for x in per_scope if x.scope == scope), None)
+                if s is not None and m == metrics[0]:
+                    entries.append((label, s))
+                values.append(Value.of(s.estimates.get(m) if s else None))
+            rows.append([scope, METRIC_LABELS.get(m, m), *_mark_best(values, HIGHER_IS_BETTER.get(m, True))])
+            groups.append(scope)
+    marks = {label: "".join(m for m in (INCOMPLETE_MARK, NOISE_MARK)
+                            if any(m in _row_marks(s) for s in per_scope))
+             for label, per_scope in results}
+    columns = ["Domain", "Metric", *(f"{label}{marks[label]}" for label, _ in results)]
+    return Table("compare", "Aggregate normalized scores, side by side", columns, rows, groups,
+                 _common_notes(entries, confidence, reps, task_bootstrap), digits)
+
+
+def task_table(agents: Sequence[AgentScores], digits: int = 3) -> Table:
+    """Per-task normalized scores. One agent: references, mean return, mean ± sd over runs and the
+    episode counts. Several agents: one column each (mean ± sd over runs), the best bolded per task."""
+    if len(agents) == 1:
+        a = agents[0]
+        rows = []
+        for r in task_rows(a):
+            failed = r["env_error"] + r["agent_error"] + r["timeout"] + r["missing"]
+            rows.append([r["task"], r["domain"], Value(r["low"]), Value(r["high"]), Value(r["mean_return"]),
+                         Value(r["mean"], sd=r["sd"]), f"{r['ok']}/{r['episodes_expected']}",
+                         str(failed)])
+        columns = ["Task", "Domain", "Low", "High", "Mean return", "Normalized score", "OK episodes",
+                   "Failed"]
+        notes = [f"Normalized score: mean ± sd over the {a.runs} run(s) of (return - low) / (high - low)."]
+        return Table("per_task", f"Per-task scores of {a.label}", columns, rows,
+                     notes=notes, digits=digits)
+    tables = [task_rows(a) for a in agents]
+    rows = []
+    for i, first in enumerate(tables[0]):
+        values = [Value(t[i]["mean"], sd=t[i]["sd"]) for t in tables]
+        rows.append([first["task"], first["domain"], *_mark_best(values, True)])
+    notes = ["Normalized score: mean ± sd over runs of (return - low) / (high - low); best bolded."]
+    return Table("per_task", "Per-task normalized scores", ["Task", "Domain", *(a.label for a in agents)],
+                 rows, notes=notes, digits=digits)
+
+
+def improvement_table(pairs: Sequence[tuple[str, str, Sequence[ScopeEstimates]]], *, confidence: float,
+                      reps: int, digits: int = 3) -> Table:
+    """One row per pair (X, Y): P(X > Y) with its interval, per domain and overall."""
+    scopes = _show_scopes([s for _, _, s in pairs])
+    rows, entries = [], []
+    for x, y, per_scope in pairs:
+        row = [x, y]
+        for scope in scopes:
+            s = next((e for e in per_scope if e.scope == scope), None)
+            if s is not None:
+                entries.append((f"{x} vs {y}", s))
+            row.append(Value.of(s.estimates.get("probability_of_improvement") if s else None))
+        rows.append(row)
+    notes = [f"P(X > Y): the Mann-Whitney statistic per task, averaged over tasks; "
+             + _interval_note(confidence, reps).replace("runs within each task resampled",
+                                                        "runs of X and Y resampled independently "
+                                                        "within each task")]
+    notes += [n for n in _common_notes(entries, confidence, reps)[1:]]
+    return Table("probability_of_improvement", "Probability of improvement",
+                 ["X", "Y", *scopes], rows, notes=notes, digits=digits)
+
+
+def sample_efficiency_table(curves: Mapping[str, Sequence[tuple[int, Estimate]]], metric: str, *,
+                            confidence: float, reps: int, digits: int = 3) -> Table:
+    rows = [[label, str(steps), Value.of(est)] for label, points in curves.items() for steps, est in points]
+    return Table("sample_efficiency", f"Overall {METRIC_LABELS.get(metric, metric)} by training budget",
+                 ["Agent", "Training steps", METRIC_LABELS.get(metric, metric)], rows,
+                 groups=[r[0] for r in rows], notes=[_interval_note(confidence, reps)], digits=digits)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Plots
+
+FONT_SIZE = 10
+
+
+def _matplotlib():
+    return require("matplotlib", "plot", "plots")
+
+
+def new_figure(width: float, height: float):
+    """A `matplotlib.figure.Figure` on the Agg canvas, outside pyplot's global state."""
+    _matplotlib()
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _new_ax(ax, width: float, height: float):
+    if ax is not None:
+        return ax
+    return new_figure(width, height).add_subplot()
+
+
+def agent_colors(labels: Sequence[str]) -> dict[str, Any]:
+    """A fixed colour per label (matplotlib's colour-blind-friendly ``tab10`` cycle, in order)."""
+    _matplotlib()
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"]
+    return {label: cmap(i % 10) for i, label in enumerate(labels)}
+
+
+def _style(ax) -> None:
+    ax.tick_params(labelsize=FONT_SIZE)
+    ax.spines["top"].set_visible(False)
+    ax.spines["right"].set_visible(False)
+    ax.grid(axis="x", alpha=0.3, linewidth=0.6)
+
+
+def _legend(ax) -> None:
+    """A legend outside the axes, on the right, so that it never hides data."""
+    ax.legend(fontsize=FONT_SIZE - 1, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+
+
+def plot_intervals(estimates: Mapping[str, Estimate | None], ax=None, *, colors=None, xlabel: str = "",
+                   title: str = "", show_labels: bool = True, reference: float | None = None):
+    """Horizontal interval bars with the point estimate marked, one row per label (top to bottom).
+    Labels without an estimate are left empty."""
+    labels = list(estimates)
+    ax = _new_ax(ax, 4.0, 0.5 + 0.45 * len(labels))
+    colors = colors or agent_colors(labels)
+    for i, label in enumerate(labels):
+        est = estimates[label]
+        y = len(labels) - 1 - i
+        if est is None or not math.isfinite(est.point):
+            continue
+        ax.barh(y, est.high - est.low, left=est.low, height=0.6, color=colors[label], alpha=0.75)
+        ax.vlines(est.point, y - 0.3, y + 0.3, color="black", linewidth=2)
+    if reference is not None:
+        ax.axvline(reference, color="gray", linestyle="--", linewidth=1)
+    ax.margins(x=0.08)
+    ax.set_yticks(range(len(labels)))
+    ax.set_yticklabels(labels[::-1] if show_labels else [], fontsize=FONT_SIZE)
+    ax.set_ylim(-0.6, len(labels) - 0.4)
+    ax.set_xlabel(xlabel, fontsize=FONT_SIZE)
+    if title:
+        ax.set_title(title, fontsize=FONT_SIZE + 1)
+    _style(ax)
+    return ax
+
+
+def plot_aggregates(results: Sequence[tuple[str, Sequence[ScopeEstimates]]], metrics: Sequence[str],
+                    axes=None, *, score_label: str = "normalized score", confidence: float = 0.95):
+    """A grid of `plot_intervals` panels: one row per domain (and overall), one column per metric.
+    ``axes`` is an optional 2-D array of axes of that shape. Returns the figure."""
+    scopes = _show_scopes([s for _, s in results])
+    labels = [label for label, _ in results]
+    if axes is None:
+        fig = new_figure(2.9 * len(metrics) + 1.2, (0.35 * len(labels) + 0.9) * len(scopes) + 0.5)
+        axes = np.atleast_2d(fig.subplots(len(scopes), len(metrics), squeeze=False))
+    else:
+        axes = np.asarray(axes).reshape(len(scopes), len(metrics))
+        fig = axes[0, 0].figure
+    colors = agent_colors(labels)
+    for i, scope in enumerate(scopes):
+        for j, m in enumerate(metrics):
+            values = {}
+            for label, per_scope in results:
+                s = next((x for x in per_scope if x.scope == scope), None)
+                values[label] = s.estimates.get(m) if s else None
+            ax = axes[i, j]
+            plot_intervals(values, ax, colors=colors, show_labels=(j == 0),
+                           title=METRIC_LABELS.get(m, m) if i == 0 else "",
+                           xlabel=score_label if i == len(scopes) - 1 else "")
+            if j == 0 and len(scopes) > 1:
+                ax.set_ylabel(scope, fontsize=FONT_SIZE + 1, fontweight="bold")
+    fig.suptitle(f"Aggregate metrics with {confidence:.0%} stratified-bootstrap intervals",
+                 fontsize=FONT_SIZE + 1)
+    return fig
+
+
+def plot_performance_profile(profile: ProfileEstimates, ax=None, *, colors=None,
+                             score_label: str = "normalized score"):
+    """Performance profiles with pointwise bands: the fraction of runs (or of tasks, for the
+    average-score distribution) whose normalized score exceeds τ."""
+    ax = _new_ax(ax, 5.5, 3.8)
+    labels = list(profile.points)
+    colors = colors or agent_colors(labels)
+    for label in labels:
+        ax.plot(profile.tau, profile.points[label], color=colors[label], linewidth=2, label=label)
+        ax.fill_between(profile.tau, profile.intervals[label][0], profile.intervals[label][1],
+                        color=colors[label], alpha=0.2, linewidth=0)
+    ax.set_xlabel(f"{score_label} τ", fontsize=FONT_SIZE)
+    what = "runs" if profile.kind == "runs" else "tasks (mean over runs)"
+    ax.set_ylabel(f"fraction of {what} with score > τ", fontsize=FONT_SIZE)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlim(float(profile.tau[0]), float(profile.tau[-1]))
+    ax.set_title("Performance profiles", fontsize=FONT_SIZE + 1)
+    _legend(ax)
+    _style(ax)
+    ax.grid(axis="y", alpha=0.3, linewidth=0.6)
+    return ax
+
+
+def plot_probability_of_improvement(pairs: Sequence[tuple[str, str, Estimate | None]], ax=None, *,
+                                    colors=None):
+    """One interval bar per pair: P(X > Y) with its interval, a dashed line at 0.5 (no difference)."""
+    labels = [f"P({x} > {y})" for x, y, _ in pairs]
+    estimates = {lab: est for lab, (_, _, est) in zip(labels, pairs)}
+    if colors is None:
+        base = agent_colors(list(dict.fromkeys(x for x, _, _ in pairs)))
+        colors = {lab: base[x] for lab, (x, _, _) in zip(labels, pairs)}
+    ax = _new_ax(ax, 5.5, 0.9 + 0.45 * len(pairs))
+    plot_intervals(estimates, ax, colors=colors, xlabel="probability of improvement",
+                   title="Probability of improvement", reference=0.5)
+    ax.set_xlim(0, 1)
+    return ax
+
+
+def plot_task_scores(agents: Sequence[AgentScores], ax=None, *, colors=None,
+                     score_label: str = "normalized score"):
+    """Per-task normalized scores: for every task (a row) and agent, the mean over runs (a dot) and
+    the interquartile range over runs (a line)."""
+    tasks = [t.task_id for t in agents[0].tasks]
+    ax = _new_ax(ax, 7.5, 1.3 + (0.25 + 0.03 * len(agents)) * len(tasks))
+    labels = [a.label for a in agents]
+    colors = colors or agent_colors(labels)
+    step = 0.7 / max(1, len(agents))
+    for k, a in enumerate(agents):
+        offset = (k - (len(agents) - 1) / 2) * step
+        for i, tid in enumerate(tasks):
+            scores = a.task(tid).run_scores
+            scores = scores[np.isfinite(scores)]
+            if scores.size == 0:
+                continue
+            y = len(tasks) - 1 - i + offset
+            q25, q75 = np.percentile(scores, [25, 75])
+            ax.hlines(y, q25, q75, color=colors[a.label], linewidth=1.5, alpha=0.6)
+            ax.plot([scores.mean()], [y], "o", color=colors[a.label], markersize=4,
+                    label=a.label if i == 0 else None)
+    ax.set_yticks(range(len(tasks)))
+    ax.set_yticklabels(tasks[::-1], fontsize=FONT_SIZE - 1)
+    ax.set_ylim(-0.6, len(tasks) - 0.4)
+    ax.axvline(0, color="gray", linewidth=0.8)
+    ax.axvline(1, color="gray", linewidth=0.8, linestyle="--")
+    ax.set_xlabel(f"{score_label} (dot: mean over runs; line: 25th to 75th percentile)", fontsize=FONT_SIZE)
+    ax.set_title("Per-task normalized scores", fontsize=FONT_SIZE + 1)
+    if len(agents) > 1:
+        _legend(ax)
+    _style(ax)
+    return ax
+
+
+def plot_sample_efficiency(curves: Mapping[str, Sequence[tuple[int, Estimate]]], ax=None, *,
+                           colors=None, metric: str = "iqm", score_label: str = "normalized score"):
+    """The overall metric (with its interval as a band) against training steps, one line per agent."""
+    ax = _new_ax(ax, 5.5, 3.8)
+    colors = colors or agent_colors(list(curves))
+    for label, points in curves.items():
+        steps = [p[0] for p in points]
+        ax.plot(steps, [p[1].point for p in points], "o-", color=colors[label], linewidth=2,
+                markersize=4, label=label)
+        ax.fill_between(steps, [p[1].low for p in points], [p[1].high for p in points],
+                        color=colors[label], alpha=0.2, linewidth=0)
+    ax.set_xlabel("training steps (environment steps)", fontsize=FONT_SIZE)
+    ax.set_ylabel(f"{METRIC_LABELS.get(metric, metric)} {score_label}", fontsize=FONT_SIZE)
+    from matplotlib.ticker import EngFormatter
+
+    ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.set_title("Sample efficiency", fontsize=FONT_SIZE + 1)
+    _legend(ax)
+    _style(ax)
+    ax.grid(axis="y", alpha=0.3, linewidth=0.6)
+    return ax
+
+
+def save_figure(fig, folder: Path, name: str, dpi: int = 150) -> list[Path]:
+    """Write ``<name>.png`` and ``<name>.pdf`` (without creation date, so the same figure gives the
+    same bytes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    png, pdf = folder / f"{name}.png", folder / f"{name}.pdf"
+    fig.savefig(png, dpi=dpi, metadata={"Software": None})
+    fig.savefig(pdf, metadata={"CreationDate": None, "Creator": None, "Producer": None})
+    return [png, pdf]

@@ -1,0 +1,724 @@
+"""Aggregate metrics and stratified-bootstrap confidence intervals over score matrices.
+
+A *score matrix* is a float array of shape ``(runs, tasks)``: ``x[r, t]`` is the normalized score of
+run ``r`` (one independently trained instance of the agent) on task ``t``. Every function here is pure
+and takes its randomness from an explicit seed, so the same input always gives the same intervals.
+
+Point estimates follow rliable (Agarwal et al., 2021) exactly, operation for operation:
+
+- `iqm`: the 25 % trimmed mean of all runs × tasks scores (``scipy.stats.trim_mean(x, 0.25, axis=None)``).
+- `mean`: the mean over tasks of the per-task mean over runs.
+- `median`: the median over tasks of the per-task mean over runs.
+- `optimality_gap`: ``gamma - mean(min(x, gamma))``.
+- `probability_of_improvement`: for each task the Mann-Whitney statistic ``P(X > Y) + P(X = Y) / 2``
+  between the runs of X and the runs of Y, averaged over tasks.
+- `score_distribution` / `average_score_distribution`: the fraction of scores (or of per-task mean
+  scores) strictly above each threshold τ: the two performance profiles.
+
+Intervals come from the stratified bootstrap: each replicate resamples, with replacement and
+independently within every task, as many runs as the task has (and, with ``task_bootstrap=True``,
+resamples the tasks too), and the interval is the percentile interval of the metric over the
+replicates (``numpy.percentile``, linear interpolation, as `arch` does for rliable). Where we
+deliberately differ from rliable:
+
+- Vectorized: replicates are drawn in chunks of at most `CHUNK_ELEMENTS` resampled scores and every
+  metric is computed over a whole chunk at once (no Python loop per replicate), so memory is bounded
+  whatever ``reps`` is.
+- The seed is honoured (rliable draws from numpy's global state whatever ``random_state`` says), and
+  each entry of ``score_dict`` uses its own generator derived from the seed, so adding an entry never
+  changes the interval of another one.
+- Inputs are checked before any arithmetic (`check_scores`), raising `ScoringError`.
+- An entry may be a mapping ``{domain: matrix}``: the metric is computed per domain and averaged over
+  domains with equal weights inside every replicate (runs resampled within each task of each domain).
+- An entry may be an `EpisodeScores` (a single run): the bootstrap then resamples the run's episodes
+  within each task. Such intervals reflect evaluation noise only, never the variability of training.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping, Sequence, Union
+
+import numpy as np
+
+from .errors import ScoringError
+
+__all__ = [
+    "AGGREGATE_REPS",
+    "PROFILE_REPS",
+    "CHUNK_ELEMENTS",
+    "METRICS",
+    "Metric",
+    "EpisodeScores",
+    "IntervalEstimates",
+    "ProfileEstimates",
+    "check_scores",
+    "iqm",
+    "mean",
+    "median",
+    "optimality_gap",
+    "optimality_gap_metric",
+    "probability_of_improvement",
+    "score_distribution",
+    "average_score_distribution",
+    "performance_profile",
+    "stratified_bootstrap",
+    "interval_estimates",
+    "percentile_interval",
+]
+
+AGGREGATE_REPS = 50_000
+"""Default number of bootstrap replicates for the aggregate metrics (IQM, mean, median, gap)."""
+PROFILE_REPS = 2_000
+"""Default number of replicates for performance profiles and probability of improvement."""
+CHUNK_ELEMENTS = 1 << 21
+"""At most this many resampled scores (about 16 MiB of float64) are held per chunk of replicates."""
+
+RESAMPLED_RUNS = "runs"
+RESAMPLED_RUNS_AND_TASKS = "runs and tasks"
+RESAMPLED_EPISODES = "episodes (evaluation noise only)"
+
+SeedLike = Union[int, np.random.SeedSequence, np.random.Generator]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Input checks
+
+
+def check_scores(x: Any, name: str = "scores") -> np.ndarray:
+    """Return ``x`` as a float64 ``(runs, tasks)`` array (no copy when it is one), or raise `ScoringError`.
+
+    Rejects anything that is not a 2-D array of numbers with at least one run and one task, and any
+    NaN (a missing cell; ``None`` counts as missing) or infinite cell, naming the first offending cell.
+    """
+    if isinstance(x, EpisodeScores):
+        raise ScoringError(f"{name} is an EpisodeScores; this function needs a (runs × tasks) matrix")
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ScoringError(f"{name} must be a (runs × tasks) array of numbers: {exc}") from None
+    if a.ndim != 2:
+        hint = " (for one task, pass x[:, None])" if a.ndim == 1 else ""
+        raise ScoringError(f"{name} must be a 2-D (runs × tasks) array; got shape {a.shape}{hint}")
+    if a.shape[0] < 1 or a.shape[1] < 1:
+        raise ScoringError(f"{name} must have at least one run and one task; got shape {a.shape}")
+    _check_finite(a, name, lambda i: f"run {i[0]}, task {i[1]}")
+    return a  # memory layout kept: summation order, hence the last bit, follows it as in rliable
+
+
+def _check_finite(a: np.ndarray, name: str, where: Callable[[tuple], str]) -> None:
+    if np.isfinite(a).all():
+        return
+    nan = np.isnan(a)
+    if nan.any():
+        first = tuple(int(i) for i in np.argwhere(nan)[0])
+        raise ScoringError(
+            f"{name} has {int(nan.sum())} missing (NaN) cell(s), the first at {where(first)}; "
+            "every cell needs a score")
+    inf = np.argwhere(np.isinf(a))
+    first = tuple(int(i) for i in inf[0])
+    raise ScoringError(f"{name} has {len(inf)} infinite cell(s), the first at {where(first)}")
+
+
+def _check_tau(tau: Any) -> np.ndarray:
+    try:
+        t = np.asarray(tau, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ScoringError(f"tau must be a 1-D array of thresholds: {exc}") from None
+    if t.ndim != 1 or t.size == 0:
+        raise ScoringError(f"tau must be a non-empty 1-D array of thresholds; got shape {t.shape}")
+    _check_finite(t, "tau", lambda i: f"index {i[0]}")
+    return t
+
+
+def _check_confidence(confidence: float) -> float:
+    if not isinstance(confidence, (int, float, np.floating)) or not 0.0 < float(confidence) < 1.0:
+        raise ScoringError(f"confidence must be a number strictly between 0 and 1; got {confidence!r}")
+    return float(confidence)
+
+
+def _check_reps(reps: Any) -> int:
+    if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or reps < 1:
+        raise ScoringError(f"reps must be a positive integer; got {reps!r}")
+    return int(reps)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Episode scores of a single run
+
+
+@dataclass(frozen=True, eq=False)
+class EpisodeScores:
+    """The normalized scores of the episodes of a single run, task by task.
+
+    ``per_task[t]`` is a 1-D array with one normalized score per episode of task ``t`` (tasks may have
+    different numbers of episodes). The score of the run on a task is the mean over its episodes, so
+    `matrix` is the ``(1, tasks)`` score matrix. Bootstrapping an `EpisodeScores` resamples episodes
+    within each task: the intervals reflect evaluation noise only (seeds of the evaluation episodes),
+    never the variability between training runs. Use it only when fewer than two runs exist.
+    """
+
+    per_task: tuple[np.ndarray, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.per_task) == 0:
+            raise ScoringError("EpisodeScores needs at least one task")
+        arrays = []
+        for t, values in enumerate(self.per_task):
+            try:
+                a = np.asarray(values, dtype=np.float64)
+            except (TypeError, ValueError) as exc:
+                raise ScoringError(f"episode scores of task {t} must be numbers: {exc}") from None
+            if a.ndim != 1 or a.size == 0:
+                raise ScoringError(
+                    f"episode scores of task {t} must be a non-empty 1-D array; got shape {a.shape}")
+            _check_finite(a, f"episode scores of task {t}", lambda i: f"episode {i[0]}")
+            arrays.append(np.ascontiguousarray(a))
+        object.__setattr__(self, "per_task", tuple(arrays))
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.per_task)
+
+    def matrix(self) -> np.ndarray:
+        """The ``(1, tasks)`` score matrix: the mean over episodes of each task."""
+        return np.array([[np.mean(a) for a in self.per_task]], dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Point estimates (rliable's definitions, operation for operation)
+
+
+def _trim_bounds(n: int) -> tuple[int, int]:
+    low = int(0.25 * n)
+    return low, n - low
+
+
+def iqm(x: Any) -> float:
+    """Interquartile mean of a ``(runs, tasks)`` matrix: the mean of the middle 50 % of all its scores.
+
+    Equal to rliable's ``aggregate_iqm`` (``scipy.stats.trim_mean(x, 0.25, axis=None)``): with ``n``
+    scores, ``int(0.25 n)`` are cut at each end.
+    """
+    flat = check_scores(x).ravel()
+    low, high = _trim_bounds(flat.size)
+    return float(np.mean(np.partition(flat, (low, high - 1))[low:high]))
+
+
+def mean(x: Any) -> float:
+    """Mean over tasks of the per-task mean over runs of a ``(runs, tasks)`` matrix."""
+    return float(np.mean(np.mean(check_scores(x), axis=0)))
+
+
+def median(x: Any) -> float:
+    """Median over tasks of the per-task mean over runs of a ``(runs, tasks)`` matrix."""
+    return float(np.median(np.mean(check_scores(x), axis=0)))
+
+
+def optimality_gap(x: Any, gamma: float = 1.0) -> float:
+    """Optimality gap of a ``(runs, tasks)`` matrix: ``gamma - mean(min(x, gamma))`` (lower is better).
+
+    The amount by which the scores fall short of ``gamma``, scores above ``gamma`` counting as ``gamma``.
+    """
+    gamma = _check_gamma(gamma)
+    return float(gamma - np.mean(np.minimum(check_scores(x), gamma)))
+
+
+def _check_gamma(gamma: Any) -> float:
+    if isinstance(gamma, bool) or not isinstance(gamma, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(gamma)):
+        raise ScoringError(f"gamma must be a finite number; got {gamma!r}")
+    return float(gamma)
+
+
+def _check_pair(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    a, b = check_scores(x, "x"), check_scores(y, "y")
+    if a.shape[1] != b.shape[1]:
+        raise ScoringError(
+            f"x and y must have the same number of tasks; got {a.shape[1]} and {b.shape[1]} "
+            f"(shapes {a.shape} and {b.shape})")
+    return a, b
+
+
+def _comparisons(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``c[t, i, j] = 1, 0.5 or 0`` as run ``i`` of X beats, ties or loses to run ``j`` of Y on task t."""
+    left = a.T[:, :, None]
+    right = b.T[:, None, :]
+    return (left > right) + 0.5 * (left == right)
+
+
+def probability_of_improvement(x: Any, y: Any) -> float:
+    """Probability that X improves on Y: ``P(X > Y) + P(X = Y) / 2`` per task, averaged over tasks.
+
+    ``x`` is ``(runs_x, tasks)``, ``y`` is ``(runs_y, tasks)``; the run counts may differ. Per task this
+    is the Mann-Whitney U statistic of X over Y divided by ``runs_x * runs_y``, as in rliable.
+    """
+    a, b = _check_pair(x, y)
+    per_task = _comparisons(a, b).sum(axis=(1, 2)) / (a.shape[0] * b.shape[0])
+    return float(np.mean(per_task))
+
+
+def score_distribution(x: Any, tau: Any) -> np.ndarray:
+    """Run-score distribution: for each threshold in ``tau`` (shape ``(K,)``), the fraction of all
+    runs × tasks scores of ``x`` strictly above it. Returns shape ``(K,)``."""
+    a, t = check_scores(x), _check_tau(tau)
+    return np.array([np.mean(a > v) for v in t])
+
+
+def average_score_distribution(x: Any, tau: Any) -> np.ndarray:
+    """Average-score distribution: for each threshold in ``tau`` (shape ``(K,)``), the fraction of
+    tasks whose mean score over runs is strictly above it. Returns shape ``(K,)``."""
+    a, t = check_scores(x), _check_tau(tau)
+    task_means = np.mean(a, axis=0)
+    return np.array([np.mean(task_means > v) for v in t])
+
+
+# ---------------------------------------------------------------------------------------------------
+# Metrics over chunks of replicates
+
+
+def _iqm_batch(block: np.ndarray) -> np.ndarray:
+    flat = block.reshape(block.shape[0], -1)
+    low, high = _trim_bounds(flat.shape[1])
+    return np.mean(np.partition(flat, (low, high - 1), axis=1)[:, low:high], axis=1)
+
+
+def _mean_batch(block: np.ndarray) -> np.ndarray:
+    return np.mean(np.mean(block, axis=1), axis=1)
+
+
+def _median_batch(block: np.ndarray) -> np.ndarray:
+    return np.median(np.mean(block, axis=1), axis=1)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """An aggregate metric that the bootstrap can evaluate on many replicates at once.
+
+    ``batch`` maps a block of resampled matrices, shape ``(replicates, runs, tasks)``, to shape
+    ``(replicates,)`` (or ``(replicates, k)`` for a vector-valued metric). ``point``, when given, computes
+    the point estimate from one ``(runs, tasks)`` matrix (otherwise ``batch(x[None])[0]`` is used).
+    """
+
+    name: str
+    label: str
+    batch: Callable[[np.ndarray], np.ndarray]
+    point: Callable[[np.ndarray], Any] | None = None
+    higher_is_better: bool = True
+
+    def estimate(self, x: np.ndarray) -> np.ndarray:
+        if self.point is not None:
+            return np.asarray(self.point(x), dtype=np.float64)
+        return np.asarray(self.batch(x[None]), dtype=np.float64)[0]
+
+
+def optimality_gap_metric(gamma: float = 1.0) -> Metric:
+    """The optimality gap at threshold ``gamma`` as a `Metric` (lower is better)."""
+    gamma = _check_gamma(gamma)
+
+    def batch(block: np.ndarray) -> np.ndarray:
+        return gamma - np.mean(np.minimum(block, gamma).reshape(block.shape[0], -1), axis=1)
+
+    label = "Optimality gap" if gamma == 1.0 else f"Optimality gap (γ={gamma:g})"
+    return Metric("optimality_gap", label, batch, lambda x: optimality_gap(x, gamma),
+                  higher_is_better=False)
+
+
+METRICS: dict[str, Metric] = {
+    "iqm": Metric("iqm", "IQM", _iqm_batch, iqm),
+    "mean": Metric("mean", "Mean", _mean_batch, mean),
+    "median": Metric("median", "Median", _median_batch, median),
+    "optimality_gap": optimality_gap_metric(1.0),
+}
+"""The built-in aggregate metrics by name."""
+
+_POI = "probability_of_improvement"
+
+
+def _profile_metric(tau: np.ndarray, kind: str) -> Metric:
+    if kind == "runs":
+        def batch(block: np.ndarray) -> np.ndarray:
+            flat = block.reshape(block.shape[0], -1)
+            return np.stack([np.mean(flat > v, axis=1) for v in tau], axis=1)
+
+        return Metric("score_distribution", "Fraction of runs with score > τ", batch,
+                      lambda x: score_distribution(x, tau))
+    if kind == "average":
+        def batch(block: np.ndarray) -> np.ndarray:
+            task_means = np.mean(block, axis=1)
+            return np.stack([np.mean(task_means > v, axis=1) for v in tau], axis=1)
+
+        return Metric("average_score_distribution", "Fraction of tasks with mean score > τ", batch,
+                      lambda x: average_score_distribution(x, tau))
+    raise ScoringError(f"kind must be 'runs' or 'average'; got {kind!r}")
+
+
+def _resolve_metrics(metric: Any) -> tuple[list[Metric], bool]:
+    """Return the metrics and whether a single one was asked for (scalar results)."""
+
+    def one(m: Any) -> Metric:
+        if isinstance(m, Metric):
+            return m
+        if isinstance(m, str):
+            if m in METRICS:
+                return METRICS[m]
+            raise ScoringError(
+                f"unknown metric {m!r}; choose from {', '.join(METRICS)} or {_POI}, "
+                "or pass a Metric or a function over (replicates, runs, tasks) blocks")
+        if callable(m):
+            return Metric(getattr(m, "__name__", "custom"), getattr(m, "__name__", "custom"), m)
+        raise ScoringError(f"a metric must be a name, a Metric or a function; got {m!r}")
+
+    if isinstance(metric, (str, Metric)) or callable(metric):
+        return [one(metric)], True
+    if isinstance(metric, Sequence) and len(metric) > 0:
+        return [one(m) for m in metric], False
+    raise ScoringError(f"metric must be a name, a Metric, a function or a list of them; got {metric!r}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Resampling
+
+
+def _generators(seed: SeedLike, n: int) -> list[np.random.Generator]:
+    if isinstance(seed, np.random.Generator):
+        return list(seed.spawn(n))
+    if isinstance(seed, np.random.SeedSequence):
+        sequence = seed
+    elif isinstance(seed, (int, np.integer)) and not isinstance(seed, bool) and seed >= 0:
+        sequence = np.random.SeedSequence(int(seed))
+    else:
+        raise ScoringError(f"seed must be a non-negative integer or a numpy Generator; got {seed!r}")
+    return [np.random.default_rng(child) for child in sequence.spawn(n)]
+
+
+class _Runs:
+    """Stratified resampling of the runs of a ``(runs, tasks)`` matrix within each task."""
+
+    def __init__(self, x: np.ndarray, task_bootstrap: bool):
+        self.x = x
+        self.runs, self.tasks = x.shape
+        self.task_bootstrap = task_bootstrap
+        self.size = x.size
+        self.resampled = RESAMPLED_RUNS_AND_TASKS if task_bootstrap else RESAMPLED_RUNS
+
+    def matrix(self) -> np.ndarray:
+        return self.x
+
+    def indices(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """Run indices ``(n, runs, tasks)`` and task indices (``(n, 1, tasks)`` or ``(tasks,)``)."""
+        runs = rng.integers(0, self.runs, size=(n, self.runs, self.tasks))
+        if self.task_bootstrap:
+            tasks = rng.integers(0, self.tasks, size=(n, 1, self.tasks))
+        else:
+            tasks = np.arange(self.tasks)
+        return runs, tasks
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        runs, tasks = self.indices(rng, n)
+        return self.x[runs, tasks]
+
+
+class _Episodes:
+    """Resampling of the episodes of a single run within each task (evaluation noise only)."""
+
+    def __init__(self, e: EpisodeScores, task_bootstrap: bool):
+        self.e = e
+        self.runs, self.tasks = 1, e.num_tasks
+        self.task_bootstrap = task_bootstrap
+        self.size = sum(a.size for a in e.per_task)
+        self.resampled = RESAMPLED_EPISODES
+
+    def matrix(self) -> np.ndarray:
+        return self.e.matrix()
+
+    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        means = np.empty((n, self.tasks))
+        for t, a in enumerate(self.e.per_task):  # a loop over tasks, not over replicates
+            means[:, t] = np.mean(a[rng.integers(0, a.size, size=(n, a.size))], axis=1)
+        if self.task_bootstrap:
+            means = np.take_along_axis(means, rng.integers(0, self.tasks, size=(n, self.tasks)), axis=1)
+        return means[:, None, :]
+
+
+def _source(x: Any, name: str, task_bootstrap: bool) -> _Runs | _Episodes:
+    if isinstance(x, EpisodeScores):
+        return _Episodes(x, task_bootstrap)
+    return _Runs(check_scores(x, name), task_bootstrap)
+
+
+def _chunk_size(elements_per_replicate: int, reps: int) -> int:
+    return max(1, min(reps, CHUNK_ELEMENTS // max(1, elements_per_replicate)))
+
+
+def _chunks(reps: int, size: int) -> Iterator[tuple[int, int]]:
+    for start in range(0, reps, size):
+        yield start, min(size, reps - start)
+
+
+def stratified_bootstrap(x: Any, reps: int, seed: SeedLike = 0,
+                         task_bootstrap: bool = False) -> Iterator[np.ndarray]:
+    """Yield ``reps`` stratified-bootstrap replicates of ``x`` in chunks.
+
+    ``x`` is a ``(runs, tasks)`` matrix (runs resampled with replacement within each task; with
+    ``task_bootstrap``, tasks resampled too) or an `EpisodeScores` (episodes resampled within each task;
+    the replicates are ``(1, tasks)`` matrices). Each chunk has shape ``(n, runs, tasks)`` with at most
+    `CHUNK_ELEMENTS` scores; the ``n`` sum to ``reps``. The draws are exactly those that
+    `interval_estimates` makes for an entry ``x`` with the same seed.
+    """
+    reps = _check_reps(reps)
+    source = _source(x, "x", task_bootstrap)
+    (rng,) = _generators(seed, 1)
+    for _, n in _chunks(reps, _chunk_size(source.size, reps)):
+        yield source.sample(rng, n)
+
+
+def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> np.ndarray:
+    """Percentile interval of bootstrap replicates ``values`` (shape ``(reps,)`` or ``(reps, k)``):
+    returns ``[lower, upper]`` with shape ``(2,)`` or ``(2, k)``, computed as `arch` does for rliable."""
+    alpha = (1.0 - _check_confidence(confidence)) / 2
+    return np.percentile(values, [100 * alpha, 100 * (1.0 - alpha)], axis=0)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Interval estimates
+
+
+@dataclass(frozen=True)
+class IntervalEstimates:
+    """Point estimates and percentile intervals for every entry of a ``score_dict``.
+
+    ``points[key]`` is a float (one metric) or an array ``(k,)`` (a list of ``k`` metrics, or a
+    profile over ``k`` thresholds); ``intervals[key]`` is ``[lower, upper]``: shape ``(2,)`` or
+    ``(2, k)``. ``resampled[key]`` says what the bootstrap resampled: ``"runs"``, ``"runs and tasks"``
+    or ``"episodes (evaluation noise only)"``. ``replicates[key]`` (only with ``keep_replicates``)
+    holds the bootstrap values, shape ``(reps,)`` or ``(reps, k)``. Unpacks like rliable's result:
+    ``points, intervals = interval_estimates(...)``.
+    """
+
+    points: dict[str, Any]
+    intervals: dict[str, np.ndarray]
+    reps: int
+    confidence: float
+    resampled: dict[str, str]
+    metrics: tuple[str, ...]
+    replicates: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __iter__(self):
+        yield self.points
+        yield self.intervals
+
+
+def _entry_groups(entry: Any, key: str) -> list[tuple[str, Any]]:
+    """The domain groups of one entry: a mapping gives one group per domain, anything else one group."""
+    if isinstance(entry, Mapping):
+        if len(entry) == 0:
+            raise ScoringError(f"entry {key!r} is an empty mapping of domains")
+        return [(f"{key}/{domain}", value) for domain, value in entry.items()]
+    return [(key, entry)]
+
+
+def _resampled_label(sources: Sequence[Any]) -> str:
+    labels = {s.resampled for s in sources}
+    return RESAMPLED_EPISODES if RESAMPLED_EPISODES in labels else labels.pop()
+
+
+def _bootstrap_aggregate(groups: list[tuple[str, Any]], metrics: list[Metric], reps: int,
+                         seed: SeedLike, task_bootstrap: bool):
+    sources = [_source(value, name, task_bootstrap) for name, value in groups]
+    points = np.mean([np.concatenate([np.atleast_1d(m.estimate(s.matrix())) for m in metrics])
+                      for s in sources], axis=0)
+    rngs = _generators(seed, len(sources))
+    size = _chunk_size(max(s.size for s in sources), reps)
+    values = None
+    for start, n in _chunks(reps, size):
+        total = None
+        for source, rng in zip(sources, rngs):
+            block = source.sample(rng, n)
+            out = np.concatenate([np.asarray(m.batch(block), dtype=np.float64).reshape(n, -1)
+                                  for m in metrics], axis=1)
+            total = out if total is None else total + out
+        if values is None:
+            values = np.empty((reps, total.shape[1]))
+        values[start:start + n] = total / len(sources)
+    return points, values, _resampled_label(sources)
+
+
+def _poi_batch_runs(a: _Runs, b: _Runs, comparisons: np.ndarray, rng_a, rng_b, n: int) -> np.ndarray:
+    """Probability of improvement for ``n`` replicates from run counts: ``U = cx · C · cy`` per task."""
+    counts = []
+    for source, rng in ((a, rng_a), (b, rng_b)):
+        runs, _ = source.indices(rng, n)  # (n, runs, tasks)
+        flat = (np.arange(n)[:, None, None] * source.tasks + np.arange(source.tasks)) * source.runs + runs
+        counts.append(np.bincount(flat.ravel(), minlength=n * source.tasks * source.runs)
+                      .reshape(n, source.tasks, source.runs).astype(np.float64))
+    cx, cy = counts
+    u = np.einsum("tnj,ntj->nt", np.matmul(cx.transpose(1, 0, 2), comparisons), cy)
+    return np.mean(u / (a.runs * b.runs), axis=1)
+
+
+def _poi_batch_values(xb: np.ndarray, yb: np.ndarray) -> np.ndarray:
+    """Probability of improvement for blocks ``(n, runs_x, tasks)`` and ``(n, runs_y, tasks)``."""
+    left, right = xb[:, :, None, :], yb[:, None, :, :]
+    u = (left > right).sum(axis=(1, 2)) + 0.5 * (left == right).sum(axis=(1, 2))
+    return np.mean(u / (xb.shape[1] * yb.shape[1]), axis=1)
+
+
+def _bootstrap_poi(groups: list[tuple[str, Any]], reps: int, seed: SeedLike, task_bootstrap: bool):
+    if task_bootstrap:
+        raise ScoringError("task_bootstrap is not supported for probability_of_improvement "
+                           "(as in rliable): X and Y are resampled independently within each task")
+    pairs = []
+    for name, value in groups:
+        if not (isinstance(value, Sequence) and not isinstance(value, (str, np.ndarray))
+                and len(value) == 2):
+            raise ScoringError(f"entry {name!r} of probability_of_improvement must be a pair (x, y) "
+                               f"of score matrices; got {type(value).__name__}")
+        a = _source(value[0], f"{name} x", False)
+        b = _source(value[1], f"{name} y", False)
+        if a.tasks != b.tasks:
+            raise ScoringError(f"entry {name!r}: x and y must have the same number of tasks; "
+                               f"got {a.tasks} and {b.tasks}")
+        pairs.append((a, b))
+    points = float(np.mean([probability_of_improvement(a.matrix(), b.matrix()) for a, b in pairs]))
+    rngs = _generators(seed, 2 * len(pairs))
+    values = np.zeros(reps)
+    for i, (a, b) in enumerate(pairs):
+        rng_a, rng_b = rngs[2 * i], rngs[2 * i + 1]
+        both_runs = isinstance(a, _Runs) and isinstance(b, _Runs)
+        comparisons = _comparisons(a.x, b.x) if both_runs else None
+        # scores held per replicate: run counts and products (runs path) or all pairwise comparisons
+        per_rep = (3 * a.tasks * (a.runs + b.runs) if both_runs
+                   else a.size + b.size + a.tasks * a.runs * b.runs)
+        for start, n in _chunks(reps, _chunk_size(per_rep, reps)):
+            if both_runs:
+                values[start:start + n] += _poi_batch_runs(a, b, comparisons, rng_a, rng_b, n)
+            else:
+                values[start:start + n] += _poi_batch_values(a.sample(rng_a, n), b.sample(rng_b, n))
+    values /= len(pairs)
+    label = _resampled_label([s for pair in pairs for s in pair])
+    return np.array([points]), values[:, None], label
+
+
+def interval_estimates(score_dict: Mapping[str, Any], metric: Any, reps: int | None = None,
+                       seed: SeedLike = 0, confidence: float = 0.95, *, task_bootstrap: bool = False,
+                       keep_replicates: bool = False) -> IntervalEstimates:
+    """Point estimates and stratified-bootstrap percentile intervals for every entry of ``score_dict``.
+
+    Args:
+        score_dict: ``{name: entry}``. For an aggregate metric an entry is a ``(runs, tasks)`` matrix,
+            an `EpisodeScores` (a single run; episodes are resampled, evaluation noise only), or a
+            mapping ``{domain: matrix or EpisodeScores}``: the metric is then computed per domain and
+            averaged over domains, each weighted equally, inside every replicate. For
+            ``metric="probability_of_improvement"`` an entry is a pair ``(x, y)`` (run counts may
+            differ) or a mapping ``{domain: (x, y)}``.
+        metric: ``"iqm"``, ``"mean"``, ``"median"``, ``"optimality_gap"``, ``"probability_of_improvement"``,
+            a `Metric`, a function mapping ``(replicates, runs, tasks)`` blocks to ``(replicates,)``,
+            or a list of aggregate metrics (evaluated on the same replicates; results are then arrays).
+        reps: bootstrap replicates; None gives `AGGREGATE_REPS` (50,000) for aggregates and
+            `PROFILE_REPS` (2,000) for the probability of improvement.
+        seed: an integer (or SeedSequence) from which every entry derives its own generators, or a
+            numpy Generator. The same input and seed always give the same intervals.
+        confidence: coverage of the two-sided percentile interval.
+        task_bootstrap: also resample tasks (within each domain), which estimates the sensitivity of
+            the aggregate to the choice of tasks. Not available for probability of improvement.
+        keep_replicates: keep the bootstrap values in ``result.replicates``.
+    """
+    confidence = _check_confidence(confidence)
+    if not isinstance(score_dict, Mapping) or len(score_dict) == 0:
+        raise ScoringError("score_dict must be a non-empty mapping {name: scores}")
+    is_poi = isinstance(metric, str) and metric == _POI
+    if is_poi:
+        metrics, single = [], True
+        names: tuple[str, ...] = (_POI,)
+    else:
+        metrics, single = _resolve_metrics(metric)
+        names = tuple(m.name for m in metrics)
+    reps = _check_reps((PROFILE_REPS if is_poi else AGGREGATE_REPS) if reps is None else reps)
+    result = IntervalEstimates({}, {}, reps, confidence, {}, names)
+    for key, entry in score_dict.items():
+        groups = _entry_groups(entry, str(key))
+        if is_poi:
+            points, values, label = _bootstrap_poi(groups, reps, seed, task_bootstrap)
+        else:
+            points, values, label = _bootstrap_aggregate(groups, metrics, reps, seed, task_bootstrap)
+        interval = percentile_interval(values, confidence)
+        if single and values.shape[1] == 1:
+            result.points[key] = float(points[0])
+            result.intervals[key] = interval[:, 0]
+            values = values[:, 0]
+        else:
+            result.points[key] = points
+            result.intervals[key] = interval
+        result.resampled[key] = label
+        if keep_replicates:
+            result.replicates[key] = values
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------
+# Performance profiles
+
+
+@dataclass(frozen=True)
+class ProfileEstimates:
+    """Performance profiles with pointwise percentile bands.
+
+    ``tau`` has shape ``(K,)``; ``points[key]`` has shape ``(K,)`` (fraction above each τ);
+    ``intervals[key]`` has shape ``(2, K)`` (lower and upper band); ``kind`` is ``"runs"`` (run-score
+    distribution) or ``"average"`` (average-score distribution).
+    """
+
+    tau: np.ndarray
+    points: dict[str, np.ndarray]
+    intervals: dict[str, np.ndarray]
+    kind: str
+    reps: int
+    confidence: float
+    resampled: dict[str, str]
+
+    def __iter__(self):
+        yield self.points
+        yield self.intervals
+
+
+def default_tau(score_dict: Mapping[str, Any], num: int = 101) -> np.ndarray:
+    """A τ grid from ``min(0, lowest score)`` to the highest score over every entry, ``num`` points."""
+    values = []
+
+    def collect(entry: Any) -> None:
+        if isinstance(entry, Mapping):
+            for value in entry.values():
+                collect(value)
+        elif isinstance(entry, EpisodeScores):
+            values.append(entry.matrix().ravel())
+        else:
+            values.append(check_scores(entry).ravel())
+
+    for entry in score_dict.values():
+        collect(entry)
+    allv = np.concatenate(values)
+    low, high = min(0.0, float(allv.min())), float(allv.max())
+    if high <= low:
+        high = low + 1.0
+    return np.linspace(low, high, num)
+
+
+def performance_profile(score_dict: Mapping[str, Any], tau: Any = None, kind: str = "runs",
+                        reps: int = PROFILE_REPS, seed: SeedLike = 0, confidence: float = 0.95, *,
+                        task_bootstrap: bool = False) -> ProfileEstimates:
+    """Performance profiles of every entry of ``score_dict`` over the thresholds ``tau``, with bands.
+
+    ``kind="runs"`` gives the run-score distribution (fraction of all runs × tasks scores above τ),
+    ``kind="average"`` the average-score distribution (fraction of tasks whose mean score over runs
+    is above τ), both as in rliable. Entries are as in `interval_estimates` (matrices, `EpisodeScores`,
+    or ``{domain: ...}`` mappings, whose profile is the equal-weight average of the domains'
+    profiles). ``tau`` defaults to `default_tau` (101 points). Bands are pointwise percentile intervals
+    from ``reps`` stratified-bootstrap replicates.
+    """
+    t = default_tau(score_dict) if tau is None else _check_tau(tau)
+    estimates = interval_estimates(score_dict, [_profile_metric(t, kind)], reps, seed, confidence,
+                                   task_bootstrap=task_bootstrap)
+    return ProfileEstimates(t, estimates.points, estimates.intervals, kind, estimates.reps,
+                            estimates.confidence, estimates.resampled)
