@@ -35,3 +35,13 @@ def test_mujoco_v5_ids_work():
     obs, r, *_ = h.step(np.zeros(6, dtype=np.float32))
     assert np.isfinite(r)
     h.close()
+
+
+def test_unseeded_resets_continue_the_seeded_generator():
+    h = polar_bench.make("gym/CartPole-v1")
+    h.reset(seed=5)
+    first = [h.reset()[1]["seed"] for _ in range(3)]
+    h.reset(seed=5)
+    again = [h.reset()[1]["seed"] for _ in range(3)]
+    assert first == again and len(set(first)) == 3
+    h.close()

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import gymnasium
 import numpy as np
 from gymnasium import spaces
+from gymnasium.utils import seeding
 
 from ..errors import (EpisodeOverError, HarnessClosedError, HarnessError, InvalidActionError,
                       NoTextRenderingError)
@@ -70,6 +71,10 @@ class Harness(gymnasium.Env):
             self._action_scale = (high - low) / 2.0
             self._action_dtype = getattr(native, "dtype", np.float64)
             self._action_shape = info.action_space.shape
+            # For the fast path of _convert_action: skip the affine map when it is the identity, and
+            # check small actions in Python (numpy's per-call overhead dominates at these sizes).
+            self._action_identity = bool(np.all(self._action_offset == 0.0) and np.all(self._action_scale == 1.0))
+            self._action_small = int(np.prod(self._action_shape)) <= 32
         elif isinstance(info.action_space, spaces.Discrete):
             self._discrete_n = int(info.action_space.n)
         else:
@@ -90,6 +95,21 @@ class Harness(gymnasium.Env):
     def _render_text(self, observation: Any) -> str:
         raise NoTextRenderingError(f"{self.task_info.id} has no text rendering: {self.task_info.text_note}")
 
+    # ----------------------------------------------------------------- lazy generator
+    _lazy_seed: int | None = None
+
+    @property
+    def _np_random(self):  # overrides gymnasium.Env's attribute; see reset()
+        if self._lazy_seed is not None:
+            seed, self._lazy_seed = self._lazy_seed, None
+            self.__dict__["_rng"], self._np_random_seed = seeding.np_random(seed)
+        return self.__dict__.get("_rng")
+
+    @_np_random.setter
+    def _np_random(self, value) -> None:
+        self._lazy_seed = None
+        self.__dict__["_rng"] = value
+
     # ----------------------------------------------------------------- public API
     def request_text(self, enabled: bool = True) -> None:
         """Add (or stop adding) ``info["text"]`` to every reset and step."""
@@ -108,11 +128,16 @@ class Harness(gymnasium.Env):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         if self._closed:
             raise HarnessClosedError(f"{self.task_info.id}: reset() after close(); make a new harness")
-        super().reset(seed=seed)
         if seed is None:
+            super().reset(seed=None)
             seed = int(self.np_random.integers(_SEED_BOUND))
         elif not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
             raise ValueError(f"{self.task_info.id}: seed must be a non-negative int, got {seed!r}")
+        else:
+            # Gymnasium semantics (a later reset() continues a generator seeded here), but the
+            # generator is only built if someone reads it: building it costs ~35 us per episode.
+            self._lazy_seed = int(seed)
+            self._np_random_seed = int(seed)
         seed = int(seed)
         self._episode_seed = seed
         self._step_index = 0
@@ -188,6 +213,17 @@ class Harness(gymnasium.Env):
                     f"{self.task_info.id}: action {a} is out of range; expected an integer in "
                     f"[0, {self._discrete_n - 1}] ({self._action_help()})")
             return a
+        # Fast path (the common case, kept to a few microseconds): a float array of the right shape
+        # whose entries are all in [-1, 1] (comparisons are False for NaN, so NaN takes the slow path).
+        if type(action) is np.ndarray and action.shape == self._action_shape and action.dtype.kind == "f":
+            if self._action_small:
+                ok = all(-1.0 <= v <= 1.0 for v in action.tolist())
+            else:
+                ok = bool(((action >= -1.0) & (action <= 1.0)).all())
+            if ok:
+                if self._action_identity:
+                    return action.astype(self._action_dtype)  # a copy: never alias the agent's array
+                return (self._action_offset + self._action_scale * action).astype(self._action_dtype, copy=False)
         try:
             arr = np.asarray(action, dtype=np.float64)
         except (TypeError, ValueError):
