@@ -1,0 +1,67 @@
+"""Episodes per second of `evaluate` with 1 and with 2 worker processes, on a CPU-bound task.
+
+    python benchmarks/evaluate_scaling.py [--task dmc/cheetah-run] [--episodes 40] [--repeats 2]
+
+Runs the random agent through the real evaluation path (spawned workers, journal, results file),
+alternating 1 and 2 workers to share the machine's noise, and prints episodes per second and the
+ratio. Target on a 2-core machine: ratio >= 1.7. Worker start-up is included: it is what a user waits for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from polar_bench.evaluate import EvalConfig, run_evaluation
+from polar_bench.suite import parse_suite
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def suite_for(task: str, episodes: int):
+    data = {
+        "suite": {"name": "bench", "version": "0", "seed": 1, "runs": 1, "episodes": episodes},
+        "domains": [{"name": "d", "description": "-", "training": "-", "budget": "-"}],
+        "tasks": [{"id": task, "domain": "d", "low": {"value": 0.0, "source": "-", "measured": False},
+                   "high": {"value": 1.0, "source": "-", "measured": False}}],
+    }
+    return parse_suite(data, "bench")
+
+
+def episodes_per_second(suite, workers: int, tmp: Path) -> float:
+    out = tmp / f"w{workers}-{time.monotonic_ns()}.json"
+    cfg = EvalConfig(suite=suite, agent_path=str(ROOT / "examples" / "random_agent.py"), out=str(out),
+                     tasks=list(suite.tasks), runs=1, workers=workers, progress=False)
+    t0 = time.perf_counter()
+    data, code = run_evaluation(cfg)
+    elapsed = time.perf_counter() - t0
+    assert code == 0, "episodes failed"
+    return len(data["episodes"]) / elapsed
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--task", default="dmc/cheetah-run")
+    p.add_argument("--episodes", type=int, default=40)
+    p.add_argument("--repeats", type=int, default=2)
+    args = p.parse_args()
+    suite = suite_for(args.task, args.episodes)
+    rates = {1: [], 2: []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for _ in range(args.repeats):
+            for w in (1, 2):
+                rates[w].append(episodes_per_second(suite, w, Path(tmp)))
+    one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    ratio = two / one
+    print(f"task {args.task}, {args.episodes} episodes, median of {args.repeats} alternating repeats")
+    print(f"{'workers':>8} {'episodes/s':>12}")
+    print(f"{1:>8} {one:>12.2f}")
+    print(f"{2:>8} {two:>12.2f}")
+    print(f"ratio 2/1 = {ratio:.2f} (target >= 1.7: {'met' if ratio >= 1.7 else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,343 @@
+"""Harness overhead: steps per second through ``polar_bench.make`` against the native API.
+
+For one task of each family, the same pre-generated action sequence is stepped through the harness
+and through the native API a user would otherwise call, resetting whenever an episode ends:
+
+    gym      gym/CartPole-v1     gymnasium.make("CartPole-v1")
+    dmc      dmc/cheetah-run     dm_control.suite.load("cheetah", "run")
+    procgen  procgen/coinrun     gym.make("procgen:procgen-coinrun-v0", start_level=0, num_levels=0,
+                                          distribution_mode="easy")
+    nethack  nethack/Score       gymnasium.make("NetHackScore-v0")
+    babyai   babyai/GoToRedBall  gymnasium.make("BabyAI-GoToRedBall-v0")
+
+Continuous actions reach the harness in [-1, 1] (float32) and the native env already rescaled to its
+bounds, as an agent of each would send them. Procgen's native env restarts levels by itself, so
+only the harness is reset there.
+
+Method: the two variants step alternately, one step each (the order swapping every step), each
+step (with the reset that follows an episode's end) timed with ``time.perf_counter``. Interleaving
+at the step level makes both variants share the machine's state, which matters on a busy shared
+machine. Steps are grouped into chunks of about ``--chunk-seconds`` of native time; each chunk gives
+one ratio (native time / harness time = harness steps per second / native steps per second) and the
+table shows the median over chunks, which preemption by other processes barely moves. The target is
+a ratio of at least 0.90 (harness overhead at most about 10 %).
+
+Usage: python benchmarks/harness_overhead.py [--families gym,dmc,babyai] [--seconds 2]
+       [--chunk-seconds 0.005] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import statistics
+import sys
+import time
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+from gymnasium import spaces
+
+TARGET = 0.90
+
+
+class _Sink:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+_SINK = _Sink()
+
+
+# ----------------------------------------------------------------------------- steppers
+# Each variant is a pair (reset(seed), step(action) -> episode over?). Harness and native pay the
+# same closure call per step, so the comparison measures what happens inside.
+
+def _harness_stepper(h):
+    h_step, h_reset = h.step, h.reset
+
+    def step(a):
+        _, _, term, trunc, _ = h_step(a)
+        return term or trunc
+
+    return (lambda seed: h_reset(seed=seed)), step
+
+
+def _gymnasium_stepper(env):
+    e_step, e_reset = env.step, env.reset
+
+    def step(a):
+        _, _, term, trunc, _ = e_step(a)
+        return term or trunc
+
+    return (lambda seed: e_reset(seed=seed)), step
+
+
+def _dm_control_stepper(env):
+    # dm_control seeds a task once, at load time. So that both variants simulate the same
+    # episodes (physics costs depend on the state), the native env gets the harness's per-episode
+    # random state before each reset (one RandomState per 1000 steps: negligible).
+    import numpy as np
+
+    e_step, e_reset, task = env.step, env.reset, env.task
+
+    def reset(seed):
+        task._random = np.random.RandomState(seed)
+        return e_reset()
+
+    def step(a):
+        return e_step(a).last()
+
+    return reset, step
+
+
+def _procgen_stepper(env):
+    # Procgen restarts a level by itself inside the step that ends an episode (a reset() then is
+    # ignored with a warning printed from C++), so the native side never needs a reset.
+    e_step = env.step
+
+    def step(a):
+        e_step(a)
+        return False
+
+    return (lambda seed: env.reset()), step
+
+
+# ----------------------------------------------------------------------------- native envs
+
+def _gymnasium(env_id: str, module: str | None = None):
+    def build():
+        import importlib
+
+        import gymnasium
+
+        if module:
+            importlib.import_module(module)  # registers the ids
+        return gymnasium.make(env_id), _gymnasium_stepper
+    return build
+
+
+def _dm_control(domain: str, task: str):
+    def build():
+        from dm_control import suite
+
+        return suite.load(domain, task, task_kwargs={"random": 0}), _dm_control_stepper
+    return build
+
+
+def _procgen(game: str):
+    def build():
+        import gym
+        import gym.logger
+
+        gym.logger.set_level(gym.logger.ERROR)  # the old-API warnings of gym's checker
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            env = gym.make(f"procgen:procgen-{game}-v0", start_level=0, num_levels=0,
+                           distribution_mode="easy")
+        return env, _procgen_stepper
+    return build
+
+
+@dataclass
+class Case:
+    family: str
+    task_id: str
+    native: Callable[[], tuple[Any, Callable]]
+    native_api: str
+
+
+CASES = [
+    Case("gym", "gym/CartPole-v1", _gymnasium("CartPole-v1"), 'gymnasium.make("CartPole-v1")'),
+    Case("dmc", "dmc/cheetah-run", _dm_control("cheetah", "run"), 'dm_control.suite.load("cheetah", "run")'),
+    Case("procgen", "procgen/coinrun", _procgen("coinrun"), 'gym.make("procgen:procgen-coinrun-v0")'),
+    Case("nethack", "nethack/Score", _gymnasium("NetHackScore-v0", "nle"), 'gymnasium.make("NetHackScore-v0")'),
+    Case("babyai", "babyai/GoToRedBall", _gymnasium("BabyAI-GoToRedBall-v0", "minigrid"),
+         'gymnasium.make("BabyAI-GoToRedBall-v0")'),
+]
+
+
+@dataclass
+class Row:
+    family: str
+    task_id: str
+    native_api: str
+    steps: int = 0
+    native_sps: float = 0.0
+    harness_sps: float = 0.0
+    ratio: float = 0.0
+    overall_ratio: float = 0.0
+    ratios: list = field(default_factory=list)
+    error: str = ""
+
+    @property
+    def meets(self) -> bool:
+        return not self.error and self.ratio >= TARGET
+
+
+def _actions(harness, n: int, seed: int = 0) -> tuple[list, list]:
+    """The same action sequence for the harness ([-1, 1], float32) and the native env (its units)."""
+    rng = np.random.default_rng(seed)
+    space = harness.task_info.action_space
+    if isinstance(space, spaces.Discrete):
+        acts = [int(space.start + rng.integers(space.n)) for _ in range(n)]
+        return acts, list(acts)
+    ours = [rng.uniform(-1.0, 1.0, size=space.shape).astype(np.float32) for _ in range(n)]
+    # The native env gets exactly what the harness would send it (rescaled, in its dtype),
+    # computed here, outside the timed loop.
+    native = [harness._convert_action(a) for a in ours]
+    return ours, native
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return text[0][:160] if text else type(exc).__name__
+
+
+def _paired(ours, theirs, harness, native, chunk: int):
+    """Step both variants alternately, one step each (the order swapping every step), and return
+    the (native seconds, harness seconds) of every chunk of ``chunk`` steps."""
+    (h_reset, h_step), (n_reset, n_step) = harness, native
+    clock = time.perf_counter
+    h_seed = n_seed = 0
+    h_reset(h_seed)
+    n_reset(n_seed)
+    out = []
+    t_h = t_n = 0.0
+    for i in range(len(ours)):
+        if i & 1:
+            t0 = clock()
+            if h_step(ours[i]):
+                h_seed += 1
+                h_reset(h_seed)
+            t1 = clock()
+            if n_step(theirs[i]):
+                n_seed += 1
+                n_reset(n_seed)
+            t2 = clock()
+            t_h += t1 - t0
+            t_n += t2 - t1
+        else:
+            t0 = clock()
+            if n_step(theirs[i]):
+                n_seed += 1
+                n_reset(n_seed)
+            t1 = clock()
+            if h_step(ours[i]):
+                h_seed += 1
+                h_reset(h_seed)
+            t2 = clock()
+            t_n += t1 - t0
+            t_h += t2 - t1
+        if (i + 1) % chunk == 0:
+            out.append((t_n, t_h))
+            t_h = t_n = 0.0
+    return out
+
+
+def measure(case: Case, seconds: float, chunk_seconds: float) -> Row:
+    import polar_bench
+
+    row = Row(case.family, case.task_id, case.native_api)
+    try:
+        harness = polar_bench.make(case.task_id)
+    except Exception as exc:  # noqa: BLE001 - any failure is reported in the table
+        row.error = f"not available: {_one_line(exc)}"
+        return row
+    try:
+        native, stepper = case.native()
+    except Exception as exc:  # noqa: BLE001
+        harness.close()
+        row.error = f"not available: native env: {_one_line(exc)}"
+        return row
+    gc_was_enabled = gc.isenabled()
+    try:
+        h, nat = _harness_stepper(harness), stepper(native)
+        # Level generators that print (BabyAI's rejection sampling) write to a sink in both
+        # variants, so that neither pays for terminal output and the table stays readable.
+        with contextlib.redirect_stdout(_SINK):
+            probe_ours, probe_native = _actions(harness, 300, seed=99)
+            _paired(probe_ours, probe_native, h, nat, 300)  # warm-up
+            t_n, _ = _paired(probe_ours, probe_native, h, nat, 300)[0]
+            per_step = t_n / 300
+            n = int(min(100_000, max(2_000, seconds / max(per_step, 1e-7))))
+            chunk = int(max(10, chunk_seconds / max(per_step, 1e-7)))
+            ours, theirs = _actions(harness, n, seed=0)
+            gc.collect()
+            gc.disable()
+            chunks = _paired(ours, theirs, h, nat, chunk)
+    except Exception as exc:  # noqa: BLE001
+        row.error = f"failed: {_one_line(exc)}"
+        return row
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+        harness.close()
+        try:
+            native.close()
+        except Exception:  # noqa: BLE001
+            pass
+    row.steps = len(chunks) * chunk
+    row.ratios = sorted(tn / th for tn, th in chunks)
+    row.ratio = statistics.median(row.ratios)
+    total_n = sum(tn for tn, _ in chunks)
+    total_h = sum(th for _, th in chunks)
+    row.overall_ratio = total_n / total_h
+    row.native_sps = row.steps / total_n
+    row.harness_sps = row.steps / total_h
+    return row
+
+
+def print_table(rows: list[Row], out=sys.stdout) -> None:
+    header = (f"{'family':<8} {'task':<20} {'native steps/s':>14} {'harness steps/s':>15} "
+              f"{'ratio':>6} {'IQR':>11} {'overall':>7}  target >= {TARGET:.2f}")
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    for r in rows:
+        if r.error:
+            print(f"{r.family:<8} {r.task_id:<20} {r.error}", file=out)
+            continue
+        q = r.ratios
+        iqr = f"{q[len(q) // 4]:.2f}-{q[(3 * len(q)) // 4]:.2f}"
+        print(f"{r.family:<8} {r.task_id:<20} {r.native_sps:>14,.0f} {r.harness_sps:>15,.0f} "
+              f"{r.ratio:>6.3f} {iqr:>11} {r.overall_ratio:>7.3f}  {'yes' if r.meets else 'NO'}", file=out)
+    print(f"\nratio = harness steps/s / native steps/s: the median over chunks of interleaved steps "
+          f"(IQR: its interquartile range; overall: total native time / total harness time, which "
+          f"preemption by other processes can skew). Target: ratio >= {TARGET:.2f}.", file=out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--families", default=",".join(c.family for c in CASES),
+                        help="comma-separated families to measure (default: all five)")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="approximate native stepping time per family, in seconds (default 2)")
+    parser.add_argument("--chunk-seconds", type=float, default=0.005,
+                        help="approximate native time per chunk whose ratio is one sample (default 0.005)")
+    parser.add_argument("--json", default="", help="also write the rows to this JSON file")
+    args = parser.parse_args(argv)
+    wanted = [f.strip() for f in args.families.split(",") if f.strip()]
+    unknown = sorted(set(wanted) - {c.family for c in CASES})
+    if unknown:
+        parser.error(f"unknown families {unknown}; choose from {[c.family for c in CASES]}")
+    rows = []
+    for case in CASES:
+        if case.family in wanted:
+            print(f"measuring {case.task_id} ...", file=sys.stderr, flush=True)
+            rows.append(measure(case, args.seconds, args.chunk_seconds))
+    print_table(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump([{**r.__dict__, "meets_target": r.meets} for r in rows], f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

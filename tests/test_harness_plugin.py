@@ -1,0 +1,121 @@
+"""A third-party family (the worked example of docs/harnesses.md) through the registry, the entry
+point group and the whole conformance suite; plus the registry's errors."""
+
+from __future__ import annotations
+
+import re
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+import polar_bench
+from polar_bench.errors import HarnessError, MissingDependencyError, UnknownTaskError
+from harness_conformance import HarnessConformance
+
+DOC = Path(__file__).parent.parent / "docs" / "harnesses.md"
+
+
+def _doc_example() -> str:
+    """The first Python block of docs/harnesses.md under 'Writing a harness family'."""
+    text = DOC.read_text().split("## Writing a harness family", 1)[1]
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)
+
+
+def _load_example_module(tmp_dir: Path):
+    mod = tmp_dir / "line_family.py"
+    mod.write_text(_doc_example())
+    sys.path.insert(0, str(tmp_dir))
+    import line_family  # noqa: F401
+
+    return line_family
+
+
+@pytest.fixture(scope="module", autouse=True)
+def line_family(tmp_path_factory):
+    module = _load_example_module(tmp_path_factory.mktemp("plugin"))
+    polar_bench.register_family("line", "line_family:LineHarness")  # importable in spawned processes too
+    yield module
+
+
+class TestDocumentedExampleFamily(HarnessConformance):
+    task_ids = ["line/short", "line/long"]
+
+    def test_same_trajectory_in_spawned_process(self, task_id):
+        pytest.skip("the example module lives in a temporary folder that spawned processes do not import")
+
+
+def test_entry_point_group_is_honoured(monkeypatch, line_family):
+    ep = metadata.EntryPoint(name="line2", value="line_family:LineHarness", group="polar_bench.harnesses")
+    monkeypatch.setattr(polar_bench.harness, "_entry_points", lambda: {"line2": ep})
+    assert "line2" in polar_bench.harness.families()
+    h = polar_bench.make("line2/short")
+    assert h.task_info.id == "line/short"
+    h.close()
+
+
+def test_unknown_family_and_task_suggest_the_closest():
+    with pytest.raises(UnknownTaskError, match="Did you mean: gym"):
+        polar_bench.make("gim/CartPole-v1")
+    with pytest.raises(UnknownTaskError, match="Did you mean: gym/CartPole-v1"):
+        polar_bench.make("gym/CartPole-v2")
+    with pytest.raises(UnknownTaskError, match="family/name"):
+        polar_bench.make("CartPole-v1")
+
+
+def test_missing_optional_package_names_the_pip_command(monkeypatch):
+    from polar_bench._optional import require
+
+    monkeypatch.setitem(sys.modules, "nle", None)
+    with pytest.raises(MissingDependencyError, match=r'pip install "polar_bench\[nethack\]"'):
+        require("nle", "nethack")
+
+
+class _Crashing(polar_bench.Harness):
+    family = "crash"
+
+    @staticmethod
+    def task_names():
+        return ["now"]
+
+    def __init__(self, name, **kw):
+        import numpy as np
+        from gymnasium import spaces
+
+        super().__init__()
+        self._finish_setup(polar_bench.TaskInfo(
+            id="crash/now", domain="test", description="crashes at step 2 of every episode",
+            observation_space=spaces.Box(0, 1, (1,), np.float32), action_space=spaces.Discrete(1),
+            observation_components=(polar_bench.Component("x"),), action_components=(polar_bench.Component("a"),),
+            max_episode_steps=10, package="test", package_version="0", text_note="none"))
+
+    def _native_reset(self, seed):
+        import numpy as np
+
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def _native_step(self, action):
+        import numpy as np
+
+        self.t += 1
+        if self.t == 2:
+            {}["missing key"]
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+def test_native_crash_is_one_typed_error_with_task_seed_step_and_traceback():
+    polar_bench.register_family("crash", _Crashing)
+    h = polar_bench.make("crash/now")
+    h.reset(seed=42)
+    h.step(0)
+    with pytest.raises(HarnessError) as err:
+        h.step(0)
+    e = err.value
+    assert (e.task_id, e.seed, e.step) == ("crash/now", 42, 2)
+    assert "KeyError" in str(e) and "'missing key'" in e.native_traceback
+    assert "crash/now failed at step 2 of the episode with seed 42" in str(e)
+    with pytest.raises(polar_bench.errors.EpisodeOverError):
+        h.step(0)
+    h.close()
