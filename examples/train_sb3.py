@@ -25,6 +25,9 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=50_000)
     p.add_argument("--out-dir", default=str(Path(__file__).parent / "models"))
     args = p.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)  # small networks: threads only add contention
     env = make_vec_env(lambda: polar_bench.make(args.task), n_envs=4, seed=args.run)
     model = PPO("MlpPolicy", env, seed=args.run, device="cpu", verbose=0)
     model.learn(total_timesteps=args.steps)
