@@ -273,10 +273,15 @@ class _Worker:
         self.unit: Unit | None = None
         self.started = 0.0
         self.attempt = 0
+        self.finished = 0  # units completed; a worker that dies with none finished died at start-up
 
     def send(self, unit: Unit, attempt: int) -> None:
+        """Hand a unit over; a worker that already died is noticed by the main loop's liveness check."""
         self.unit, self.attempt, self.started = unit, attempt, time.monotonic()
-        self.conn.send((unit.task, unit.run, unit.index, unit.seed))
+        try:
+            self.conn.send((unit.task, unit.run, unit.index, unit.seed))
+        except (BrokenPipeError, OSError):
+            pass
 
     def stop(self, kill: bool = False) -> None:
         if kill and self.proc.is_alive():
@@ -452,6 +457,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         n_workers = max(1, min(cfg.workers, len(todo))) if todo else 0
         workers = [_Worker(ctx, cfg, options) for _ in range(n_workers)]
         retry: deque[Unit] = deque()
+        startup_deaths = 0
         while (todo or retry or any(w.unit for w in workers)) and fatal is None:
             for w in workers:
                 if w.unit is None and (retry or todo):
@@ -476,6 +482,8 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
                         journal.append(rec)
                         progress.update(rec["status"])
                         w.unit = None
+                        w.finished += 1
+                        startup_deaths = 0
                         continue
                 dead = not w.proc.is_alive()
                 overdue = (cfg.episode_timeout is not None
@@ -484,6 +492,13 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
                     unit, attempt = w.unit, w.attempt
                     code = w.proc.exitcode
                     w.stop(kill=True)
+                    if dead and w.finished == 0:
+                        startup_deaths += 1
+                        if startup_deaths >= 3:
+                            raise UserError(
+                                f"worker processes keep dying before finishing any episode (exit code {code}); "
+                                f"their own error, if any, is printed above; check that the agent file imports "
+                                f"and runs in a fresh process")
                     workers[i] = _Worker(ctx, cfg, options)
                     if overdue and not dead:
                         rec = _failed(unit, "timeout", f"the episode exceeded the {cfg.episode_timeout:g} s episode "

@@ -319,3 +319,18 @@ def test_read_results_refuses_unknown_versions_and_bad_files(tmp_path):
     p.write_text(json.dumps({"format_version": 1, "episodes": []}))
     with pytest.raises(ResultsError, match="does not match the results schema"):
         read_results(p)
+
+
+def test_workers_that_die_at_start_up_stop_the_run_with_one_line(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", """
+        import multiprocessing, os
+        if multiprocessing.current_process().name != "MainProcess":
+            os._exit(5)  # dies in every worker, before any episode
+        def make_agent(task, run):
+            raise AssertionError("never reached")
+    """)
+    out = tmp_path / "r.json"
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", str(out), "--workers", "1",
+                            "--no-progress"], capsys)
+    assert code == 2 and "keep dying before finishing any episode (exit code 5)" in err
+    assert not out.exists()
