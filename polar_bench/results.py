@@ -138,6 +138,9 @@ def write_results(data: dict, path: str | os.PathLike) -> None:
             fh.write("\n")
             fh.flush()
             os.fsync(fh.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; results are meant to be shared
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):

@@ -55,7 +55,7 @@ def run(args) -> int:
     from .. import analysis, report
 
     agent = analysis.agent_scores(args.out)
-    scopes = analysis.aggregate(agent, ("iqm",))
+    scopes = analysis.aggregate(agent)
     print(report.score_table(agent.label, scopes, confidence=0.95, reps=analysis.scoring.AGGREGATE_REPS,
                              digits=3).to_text(), end="")
     if bad:

@@ -58,7 +58,13 @@ def describe(args) -> int:
 def validate(args) -> int:
     path = Path(args.file)
     if not path.is_file():
-        raise UserError(f"{args.file!r} does not exist; pass a suite .toml or a results .json file")
+        from ..suite import available_suites
+
+        suites = available_suites()
+        if args.file not in suites:
+            raise UserError(f"{args.file!r} does not exist; pass a suite name ({', '.join(suites)}), "
+                            f"a suite .toml or a results .json file")
+        path = suites[args.file]
     if path.suffix == ".toml":
         from ..suite import load_suite
 

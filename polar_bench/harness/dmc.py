@@ -24,6 +24,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from typing import Any
 
 import numpy as np
@@ -244,6 +246,22 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
 
+@contextlib.contextmanager
+def _quiet_absl():
+    """Raise absl's log threshold to ERROR for the duration (dm_control logs through absl)."""
+    try:
+        from absl import logging as absl_logging
+    except ImportError:  # pragma: no cover - dm_control depends on absl
+        yield
+        return
+    old = absl_logging.get_verbosity()
+    absl_logging.set_verbosity(absl_logging.ERROR)
+    try:
+        yield
+    finally:
+        absl_logging.set_verbosity(old)
+
+
 class DMCHarness(Harness):
     """Harness over one DeepMind Control Suite task (``dmc/cheetah-run``, ``dmc/walker-walk``, ...).
 
@@ -279,8 +297,9 @@ class DMCHarness(Harness):
             raise ValueError(f"dmc/{name}: task_kwargs['random'] is not allowed; the episode seed "
                              f"(reset(seed=...)) sets the task's random state")
         environment_kwargs = dict(environment_kwargs or {})
-        self._env = suite.load(domain, task, task_kwargs={**task_kwargs, "random": 0},
-                               environment_kwargs=environment_kwargs or None)
+        with _quiet_absl():  # MuJoCo's model compiler warns about deprecated XML attributes on load
+            self._env = suite.load(domain, task, task_kwargs={**task_kwargs, "random": 0},
+                                   environment_kwargs=environment_kwargs or None)
         self._physics = self._env.physics
         self._task = self._env.task
         if not isinstance(getattr(self._task, "_random", None), np.random.RandomState):
