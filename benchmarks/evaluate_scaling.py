@@ -1,10 +1,13 @@
 """Episodes per second of `evaluate` with 1 and with 2 worker processes, on a CPU-bound task.
 
-    python benchmarks/evaluate_scaling.py [--task dmc/cheetah-run] [--episodes 40] [--repeats 2]
+    python benchmarks/evaluate_scaling.py [--task dmc/cheetah-run] [--episodes 200] [--repeats 2]
 
 Runs the random agent through the real evaluation path (spawned workers, journal, results file),
 alternating 1 and 2 workers to share the machine's noise, and prints episodes per second and the
-ratio. Target on a 2-core machine: ratio >= 1.7. Worker start-up is included: it is what a user waits for.
+ratio. Target on a 2-core machine: ratio >= 1.7. Worker start-up (about 1 s: importing dm_control and
+building the harness) is included, as a user waits for it; with 200 episodes (about 17 s of work for
+one worker, less than half a full v1 evaluation) it is amortized as it is in real runs. Measured here
+on 2026-12-02: 11.64 vs 21.51 episodes/s, ratio 1.85 (with 60 episodes, 1.59).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def episodes_per_second(suite, workers: int, tmp: Path) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--task", default="dmc/cheetah-run")
-    p.add_argument("--episodes", type=int, default=40)
+    p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args()
     suite = suite_for(args.task, args.episodes)

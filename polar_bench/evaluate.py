@@ -307,6 +307,7 @@ class Journal:
         self.done: dict[tuple, dict] = {}
         self.started: str | None = None
         self._has_header = False
+        self._last_sync = 0.0
         if path.exists():
             self._load()
         try:
@@ -347,9 +348,15 @@ class Journal:
                 fh.truncate(good_bytes)
 
     def _write(self, rec: dict) -> None:
+        # flush() puts the line in the OS page cache, which survives Ctrl-C, crashes and kill -9 of
+        # this process; fsync (durability across an OS crash) at most once a second, so that a
+        # slow disk does not stall the parent and leave workers waiting for their next episode.
         self.fh.write(json.dumps(rec, allow_nan=False) + "\n")
         self.fh.flush()
-        os.fsync(self.fh.fileno())
+        now = time.monotonic()
+        if now - self._last_sync >= 1.0:
+            os.fsync(self.fh.fileno())
+            self._last_sync = now
 
     def append(self, rec: dict) -> None:
         key = (rec["task"], rec["run"], rec["index"])
@@ -359,6 +366,8 @@ class Journal:
         self._write(rec)
 
     def close(self) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
         self.fh.close()
 
 
