@@ -45,15 +45,7 @@ from gymnasium import spaces
 TARGET = 0.90
 
 
-class _Sink:
-    def write(self, text: str) -> int:
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-
-_SINK = _Sink()
+from polar_bench.harness.babyai import _SINK  # a stream that drops the level generator's chatter
 
 
 # ----------------------------------------------------------------------------- steppers
