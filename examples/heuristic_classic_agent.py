@@ -42,9 +42,9 @@ class ClassicHeuristic:
             v = self._obs(observation, "car velocity")
             return self.action_index["accelerate to the right" if v >= 0 else "accelerate to the left"]
         if self.kind == "Acrobot":
-            # Torque in the direction of the first link's swing.
-            w1 = self._obs(observation, "theta1 angular velocity")
-            return self.action_index["apply +1 torque to the actuated joint" if w1 > 0 else
+            # Torque along the second link's swing: pumps energy into the chain.
+            w2 = self._obs(observation, "theta2 angular velocity")
+            return self.action_index["apply +1 torque to the actuated joint" if w2 > 0 else
                                      "apply -1 torque to the actuated joint"]
         if self.kind == "Pendulum":
             cos, sin = self._obs(observation, "cos(theta)"), self._obs(observation, "sin(theta)")
