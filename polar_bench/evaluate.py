@@ -71,6 +71,9 @@ class EvalConfig:
     standard: bool = True
     progress: bool | None = None  # None: a bar on a terminal, plain lines otherwise
     command: str = ""
+    backend: str = "local"  # "local" (worker processes) or "ray"
+    address: str | None = None  # Ray: None starts a local Ray; "auto" or "ray://HOST:PORT" joins a cluster
+    replaced_workers: int = 0  # workers (processes or actors) that died or were killed and replaced
 
     def units(self) -> list[Unit]:
         out = []
@@ -191,18 +194,77 @@ class _AgentFailure(Exception):
         self.original = original
 
 
+class EpisodeRunner:
+    """Plays episodes for one worker (a process or a Ray actor): it keeps the agent per (task, run)
+    and the harness per task, rebuilding both after an episode that failed."""
+
+    def __init__(self, agent_path: str, options: dict, step_timeout, episode_timeout):
+        self.agent_path = agent_path
+        self.options = options
+        self.step_timeout = step_timeout
+        self.episode_timeout = episode_timeout
+        self.module = None
+        self.harness = None
+        self.harness_task = None
+        self.agent = None
+        self.agent_key = None
+        if hasattr(signal, "SIGALRM"):
+            signal.signal(signal.SIGALRM, _on_alarm)
+
+    def run(self, task: str, run: int, index: int, seed: int) -> dict:
+        """The episode's record, or ``{"fatal": message}`` when the agent cannot be built."""
+        from . import make
+
+        head = {"task": task, "run": run, "index": index, "seed": seed}
+        try:
+            if self.module is None:
+                self.module = load_agent_module(self.agent_path)
+            if self.harness_task != task:
+                self._drop_harness()
+                self.harness = make(task, **self.options.get(task, {}))
+                self.harness_task = task
+            if self.agent_key != (task, run):
+                self._drop_agent()
+                self.agent = build_agent(self.module, self.harness.task_info, run, self.agent_path)
+                self.agent_key = (task, run)
+                wants = bool(getattr(self.agent, "wants_text", False)) and self.harness.task_info.has_text
+                self.harness.request_text(wants)
+        except AgentLoadError as exc:
+            return {"fatal": str(exc)}
+        except HarnessError as exc:
+            self._drop_harness()
+            return {**head, "return": None, "length": 0, "status": "env_error", "error": str(exc),
+                    "wall_seconds": 0.0, "agent_seconds": 0.0}
+        record = run_episode(self.harness, self.agent, seed, self.step_timeout, self.episode_timeout)
+        if record["status"] == "ok" and hasattr(self.agent, "episode_info"):
+            try:
+                record.update(self.agent.episode_info() or {})
+            except Exception as exc:  # noqa: BLE001
+                record["status"], record["error"] = "agent_error", "episode_info() raised " + _fmt_exc(exc)
+        if record["status"] != "ok":
+            # The agent's or the harness's state may be inconsistent now: rebuild both.
+            self._drop_agent()
+            self._drop_harness()
+        return {**head, **record}
+
+    def _drop_agent(self) -> None:
+        _close_agent(self.agent)
+        self.agent, self.agent_key = None, None
+
+    def _drop_harness(self) -> None:
+        if self.harness is not None:
+            self.harness.close()
+        self.harness, self.harness_task = None, None
+
+    def close(self) -> None:
+        self._drop_agent()
+        self._drop_harness()
+
+
 def _worker_main(conn, agent_path: str, options: dict, step_timeout, episode_timeout) -> None:
     """Serve units from the parent until it sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    if hasattr(signal, "SIGALRM"):
-        signal.signal(signal.SIGALRM, _on_alarm)
-    from . import make
-
-    module = None
-    harness = None
-    harness_task = None
-    agent = None
-    agent_key = None
+    runner = EpisodeRunner(agent_path, options, step_timeout, episode_timeout)
     while True:
         try:
             msg = conn.recv()
@@ -210,47 +272,8 @@ def _worker_main(conn, agent_path: str, options: dict, step_timeout, episode_tim
             break
         if msg is None:
             break
-        task, run, index, seed = msg
-        try:
-            if module is None:
-                module = load_agent_module(agent_path)
-            if harness_task != task:
-                if harness is not None:
-                    harness.close()
-                harness, harness_task = None, None
-                harness = make(task, **options.get(task, {}))
-                harness_task = task
-            if agent_key != (task, run):
-                _close_agent(agent)
-                agent = build_agent(module, harness.task_info, run, agent_path)
-                agent_key = (task, run)
-                wants = bool(getattr(agent, "wants_text", False)) and harness.task_info.has_text
-                harness.request_text(wants)
-        except AgentLoadError as exc:
-            conn.send({"fatal": str(exc)})
-            continue
-        except HarnessError as exc:
-            conn.send({"task": task, "run": run, "index": index, "seed": seed, "return": None,
-                       "length": 0, "status": "env_error", "error": str(exc), "wall_seconds": 0.0,
-                       "agent_seconds": 0.0})
-            harness, harness_task = None, None
-            continue
-        record = run_episode(harness, agent, seed, step_timeout, episode_timeout)
-        if record["status"] == "ok" and hasattr(agent, "episode_info"):
-            try:
-                record.update(agent.episode_info() or {})
-            except Exception as exc:  # noqa: BLE001
-                record["status"], record["error"] = "agent_error", "episode_info() raised " + _fmt_exc(exc)
-        if record["status"] != "ok":
-            # The agent's or the harness's state may be inconsistent now: rebuild both.
-            _close_agent(agent)
-            agent, agent_key = None, None
-            harness.close()
-            harness, harness_task = None, None
-        conn.send({"task": task, "run": run, "index": index, "seed": seed, **record})
-    _close_agent(agent)
-    if harness is not None:
-        harness.close()
+        conn.send(runner.run(*msg))
+    runner.close()
 
 
 def _close_agent(agent) -> None:
@@ -434,6 +457,198 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _drive_local(cfg: EvalConfig, todo: deque, options: dict, record) -> str | None:
+    """Play ``todo`` in spawned worker processes; return a fatal agent error, if any."""
+    ctx = mp.get_context("spawn")
+    workers = [_Worker(ctx, cfg, options) for _ in range(max(1, min(cfg.workers, len(todo))))]
+    retry: deque[Unit] = deque()
+    startup_deaths = 0
+    fatal = None
+    try:
+        while (todo or retry or any(w.unit for w in workers)) and fatal is None:
+            for w in workers:
+                if w.unit is None and (retry or todo):
+                    if retry:
+                        w.send(retry.popleft(), 2)
+                    else:
+                        w.send(todo.popleft(), 1)
+            ready = mp_wait([w.conn for w in workers if w.unit] + [w.proc.sentinel for w in workers if w.unit],
+                            timeout=1.0)
+            for i, w in enumerate(list(workers)):
+                if w.unit is None:
+                    continue
+                if w.conn in ready:
+                    try:
+                        rec = w.conn.recv()
+                    except (EOFError, OSError):
+                        rec = None
+                    if rec is not None:
+                        if "fatal" in rec:
+                            fatal = rec["fatal"]
+                            break
+                        record(rec)
+                        w.unit = None
+                        w.finished += 1
+                        startup_deaths = 0
+                        continue
+                dead = not w.proc.is_alive()
+                overdue = (cfg.episode_timeout is not None
+                           and time.monotonic() - w.started > cfg.episode_timeout + BACKSTOP_GRACE_S)
+                if dead or overdue:
+                    unit, attempt = w.unit, w.attempt
+                    code = w.proc.exitcode
+                    w.stop(kill=True)
+                    if dead and w.finished == 0:
+                        startup_deaths += 1
+                        if startup_deaths >= 3:
+                            raise UserError(
+                                f"worker processes keep dying before finishing any episode (exit code {code}); "
+                                f"their own error, if any, is printed above; check that the agent file imports "
+                                f"and runs in a fresh process")
+                    workers[i] = _Worker(ctx, cfg, options)
+                    failed = _lost_unit(cfg, unit, attempt, overdue and not dead, f"exit code {code}", retry)
+                    if failed is not None:
+                        record(failed)
+    except BaseException:
+        for w in workers:
+            w.stop(kill=True)
+        raise
+    for w in workers:
+        w.stop(kill=fatal is not None)
+    return fatal
+
+
+def _lost_unit(cfg: EvalConfig, unit: Unit, attempt: int, overdue: bool, why: str, retry: deque) -> dict | None:
+    """A unit whose worker was killed (overdue) or died: the record to journal, or None if it is retried."""
+    cfg.replaced_workers += 1
+    if overdue:
+        return _failed(unit, "timeout", f"the episode exceeded the {cfg.episode_timeout:g} s episode timeout "
+                       f"and did not respond; its worker was killed")
+    if attempt == 1:
+        retry.append(unit)
+        return None
+    return _failed(unit, "env_error", f"the worker died twice on this episode ({why}); the environment or "
+                   f"the agent crashed the process, or its machine was lost")
+
+
+SHIP_LIMIT_BYTES = 512 * 2**20
+_SHIP_SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", ".mypy_cache", ".pytest_cache"}
+
+
+def pack_agent_folder(agent_path: str, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """The agent file's folder as {relative path: bytes}, for shipping to Ray workers (which may be on
+    other machines). Skips VCS and cache folders, journals and the paths in ``skip``."""
+    folder = Path(agent_path).resolve().parent
+    skipped = {Path(p).resolve() for p in skip}
+    files: dict[str, bytes] = {}
+    total = 0
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if any(part in _SHIP_SKIP_DIRS for part in rel.parts) or path.name.endswith(".episodes.jsonl"):
+            continue
+        if not path.is_file() or path.resolve() in skipped:
+            continue
+        total += path.stat().st_size
+        if total > SHIP_LIMIT_BYTES:
+            raise UserError(f"the agent's folder {folder} holds more than {SHIP_LIMIT_BYTES // 2**20} MiB; "
+                            f"everything beside the agent file is shipped to the Ray workers: move the agent "
+                            f"file and what it needs into a folder of their own")
+        files[str(rel)] = path.read_bytes()
+    return files
+
+
+class _RayActor:
+    """A Ray actor holding one `EpisodeRunner` (one agent and harness per (worker, task)); it unpacks
+    the shipped agent folder into a temporary folder on its own node first."""
+
+    def __init__(self, files: dict, agent_name: str, options: dict, step_timeout, episode_timeout):
+        import tempfile
+
+        self.folder = Path(tempfile.mkdtemp(prefix="polar_bench_agent_"))
+        for rel, data in files.items():
+            target = self.folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        self.runner = EpisodeRunner(str(self.folder / agent_name), options, step_timeout, episode_timeout)
+
+    def run(self, task: str, run: int, index: int, seed: int) -> dict:
+        return self.runner.run(task, run, index, seed)
+
+
+def _drive_ray(cfg: EvalConfig, todo: deque, options: dict, record) -> str | None:
+    """Play ``todo`` as tasks on long-lived Ray actors; an actor (or node) that dies is replaced and
+    its episode retried once elsewhere. Return a fatal agent error, if any."""
+    from ._optional import require
+
+    ray = require("ray", "ray", "--backend ray")
+    from ray.exceptions import RayError, RayTaskError
+
+    started_here = False
+    if not ray.is_initialized():
+        ray.init(address=cfg.address, include_dashboard=False, log_to_driver=True,
+                 **({"num_cpus": cfg.workers} if cfg.address is None and cfg.workers else {}))
+        started_here = True
+    cfg.workers = cfg.workers or int(ray.cluster_resources().get("CPU", 1))
+    n = max(1, min(cfg.workers, len(todo)))
+    remote_cls = ray.remote(num_cpus=1, max_restarts=0, max_concurrency=1)(_RayActor)
+    files = ray.put(pack_agent_folder(cfg.agent_path, skip=(cfg.out, str(journal_path(cfg.out)))))
+    agent_name = Path(cfg.agent_path).name
+
+    def new_actor():
+        return remote_cls.remote(files, agent_name, options, cfg.step_timeout, cfg.episode_timeout)
+
+    actors = [new_actor() for _ in range(n)]
+    idle = list(range(n))
+    inflight: dict = {}  # ObjectRef -> (actor index, unit, attempt, start time)
+    retry: deque[Unit] = deque()
+    fatal = None
+    try:
+        while (todo or retry or inflight) and fatal is None:
+            while idle and (retry or todo):
+                i = idle.pop()
+                unit, attempt = (retry.popleft(), 2) if retry else (todo.popleft(), 1)
+                ref = actors[i].run.remote(unit.task, unit.run, unit.index, unit.seed)
+                inflight[ref] = (i, unit, attempt, time.monotonic())
+            ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
+            for ref in ready:
+                i, unit, attempt, _t0 = inflight.pop(ref)
+                try:
+                    rec = ray.get(ref)
+                except RayTaskError:
+                    raise  # an exception inside EpisodeRunner is a bug: keep its traceback
+                except RayError as exc:  # the actor, its worker process or its node died
+                    ray.kill(actors[i], no_restart=True)
+                    actors[i] = new_actor()
+                    idle.append(i)
+                    failed = _lost_unit(cfg, unit, attempt, False, type(exc).__name__, retry)
+                    if failed is not None:
+                        record(failed)
+                    continue
+                idle.append(i)
+                if "fatal" in rec:
+                    fatal = rec["fatal"]
+                    break
+                record(rec)
+            if cfg.episode_timeout is not None:
+                now = time.monotonic()
+                for ref, (i, unit, attempt, t0) in list(inflight.items()):
+                    if now - t0 > cfg.episode_timeout + BACKSTOP_GRACE_S:
+                        del inflight[ref]
+                        ray.kill(actors[i], no_restart=True)
+                        actors[i] = new_actor()
+                        idle.append(i)
+                        record(_lost_unit(cfg, unit, attempt, True, "", retry))
+    finally:
+        for a in actors:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - the actor may be gone with its node
+                pass
+        if started_here:
+            ray.shutdown()
+    return fatal
+
+
 def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
     ok, 1: some episode failed). User errors raise `UserError`."""
@@ -458,73 +673,20 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     todo = deque(u for u in units if u.key not in journal.done)
     options = {t.id: dict(t.options) for t in cfg.tasks}
     progress = _Progress(len(units), len(units) - len(todo), cfg.progress)
-    workers: list[_Worker] = []
+
+    def record(rec: dict) -> None:
+        journal.append(rec)
+        progress.update(rec["status"])
+
+    drive = _drive_ray if cfg.backend == "ray" else _drive_local
     fatal: str | None = None
     interrupted = False
-    ctx = mp.get_context("spawn")
     try:
-        n_workers = max(1, min(cfg.workers, len(todo))) if todo else 0
-        workers = [_Worker(ctx, cfg, options) for _ in range(n_workers)]
-        retry: deque[Unit] = deque()
-        startup_deaths = 0
-        while (todo or retry or any(w.unit for w in workers)) and fatal is None:
-            for w in workers:
-                if w.unit is None and (retry or todo):
-                    if retry:
-                        w.send(retry.popleft(), 2)
-                    else:
-                        w.send(todo.popleft(), 1)
-            ready = mp_wait([w.conn for w in workers if w.unit] + [w.proc.sentinel for w in workers if w.unit],
-                            timeout=1.0)
-            for i, w in enumerate(list(workers)):
-                if w.unit is None:
-                    continue
-                if w.conn in ready:
-                    try:
-                        rec = w.conn.recv()
-                    except (EOFError, OSError):
-                        rec = None
-                    if rec is not None:
-                        if "fatal" in rec:
-                            fatal = rec["fatal"]
-                            break
-                        journal.append(rec)
-                        progress.update(rec["status"])
-                        w.unit = None
-                        w.finished += 1
-                        startup_deaths = 0
-                        continue
-                dead = not w.proc.is_alive()
-                overdue = (cfg.episode_timeout is not None
-                           and time.monotonic() - w.started > cfg.episode_timeout + BACKSTOP_GRACE_S)
-                if dead or overdue:
-                    unit, attempt = w.unit, w.attempt
-                    code = w.proc.exitcode
-                    w.stop(kill=True)
-                    if dead and w.finished == 0:
-                        startup_deaths += 1
-                        if startup_deaths >= 3:
-                            raise UserError(
-                                f"worker processes keep dying before finishing any episode (exit code {code}); "
-                                f"their own error, if any, is printed above; check that the agent file imports "
-                                f"and runs in a fresh process")
-                    workers[i] = _Worker(ctx, cfg, options)
-                    if overdue and not dead:
-                        rec = _failed(unit, "timeout", f"the episode exceeded the {cfg.episode_timeout:g} s episode "
-                                      f"timeout and did not respond; its worker was killed")
-                    elif attempt == 1:
-                        retry.append(unit)
-                        continue
-                    else:
-                        rec = _failed(unit, "env_error", f"the worker process died twice on this episode "
-                                      f"(exit code {code}); the environment or the agent crashed the process")
-                    journal.append(rec)
-                    progress.update(rec["status"])
+        if todo:
+            fatal = drive(cfg, todo, options, record)
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        for w in workers:
-            w.stop(kill=interrupted or fatal is not None)
         journal.close()
         progress.close()
     if fatal is not None:
@@ -559,7 +721,8 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
                   "info": info},
         "config": {"runs": cfg.runs, "episodes_override": cfg.episodes_override,
                    "tasks": [t.id for t in cfg.tasks], "workers": cfg.workers,
-                   "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout, "backend": "local"},
+                   "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
+                   "backend": cfg.backend, "replaced_workers": cfg.replaced_workers},
         "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
         "started": journal.started or started,
         "finished": _now(),

@@ -18,7 +18,12 @@ def register(sub) -> None:
     p.add_argument("--domains", nargs="+", metavar="DOMAIN", help="only these domains")
     p.add_argument("--runs", type=int, help="independently trained instances to evaluate (default: the suite's)")
     p.add_argument("--episodes", type=int, help="episodes per (task, run), overriding the suite (non-standard)")
-    p.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
+    p.add_argument("--workers", type=int, help="worker processes or Ray actors (default: all cores, or all "
+                                                 "of the Ray cluster's CPUs)")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local worker processes (default) or Ray actors (pip install \"polar_bench[ray]\")")
+    p.add_argument("--address", help="with --backend ray: 'auto' or ray://HOST:PORT of an existing cluster "
+                                     "(default: start Ray on this machine)")
     p.add_argument("--out", default="results.json", help="results file (default: results.json); the journal is "
                                                         "<out stem>.episodes.jsonl beside it")
     p.add_argument("--step-timeout", type=float, default=60.0, help="seconds one act() may take (default 60; 0: none)")
@@ -38,11 +43,15 @@ def run(args) -> int:
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UserError(f"--{name} must be at least 1, got {value}")
+    if args.address and args.backend != "ray":
+        raise UserError("--address only applies to --backend ray; add --backend ray")
     suite = load_suite(args.suite)
     tasks = suite.select(args.tasks, args.domains)
     cfg = EvalConfig(
         suite=suite, agent_path=args.agent, out=args.out, tasks=tasks,
-        runs=args.runs or suite.runs, episodes_override=args.episodes, workers=args.workers,
+        runs=args.runs or suite.runs, episodes_override=args.episodes,
+        workers=args.workers or (None if args.backend == "ray" else os.cpu_count() or 1),
+        backend=args.backend, address=args.address,
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
