@@ -74,6 +74,7 @@ class EvalConfig:
     backend: str = "local"  # "local" (worker processes) or "ray"
     address: str | None = None  # Ray: None starts a local Ray; "auto" or "ray://HOST:PORT" joins a cluster
     replaced_workers: int = 0  # workers (processes or actors) that died or were killed and replaced
+    envs_per_worker: int = 1  # episodes each worker plays at once, interleaved a step at a time
 
     def units(self) -> list[Unit]:
         out = []
@@ -126,12 +127,26 @@ def _fmt_exc(exc: BaseException) -> str:
 
 def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_timeout: float | None) -> dict:
     """Play one episode; never raises for agent or environment failures (they become the status)."""
-    t0 = time.perf_counter()
+    steps = play_episode(harness, agent, seed, step_timeout, episode_timeout)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def play_episode(harness, agent, seed: int, step_timeout: float | None, episode_timeout: float | None):
+    """A generator that plays one episode a step per ``next()`` and returns its record.
+
+    Several of them interleave the episodes of one worker (``envs_per_worker``). Times are the
+    episode's own (the time between its resumptions), so a neighbour's steps never count against
+    its timeouts or its ``wall_seconds``."""
+    own = 0.0  # seconds spent on this episode so far, excluding the current stretch
+    t = time.perf_counter()
     agent_s = 0.0
     ret = 0.0
     length = 0
     status, error = "ok", None
-    deadline = t0 + episode_timeout if episode_timeout else None
     use_alarm = hasattr(signal, "setitimer") and (step_timeout or episode_timeout)
     info: dict = {}
     try:
@@ -145,8 +160,8 @@ def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_t
             ta = time.perf_counter()
             if use_alarm:
                 limit = step_timeout or float("inf")
-                if deadline is not None:
-                    limit = min(limit, deadline - ta)
+                if episode_timeout:
+                    limit = min(limit, episode_timeout - (own + ta - t))
                 if limit <= 0:
                     raise _StepTimeout()
                 signal.setitimer(signal.ITIMER_REAL, limit)
@@ -168,11 +183,16 @@ def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_t
             length += 1
             if terminated or truncated:
                 break
-            if deadline is not None and time.perf_counter() > deadline:
+            now = time.perf_counter()
+            own += now - t
+            if episode_timeout and own > episode_timeout:
+                t = now
                 raise _StepTimeout()
+            yield
+            t = time.perf_counter()
     except _StepTimeout:
         limit = f"step timeout of {step_timeout:g} s" if step_timeout else "episode timeout"
-        if deadline is not None and time.perf_counter() >= deadline - 1e-3:
+        if episode_timeout and own + time.perf_counter() - t >= episode_timeout - 1e-3:
             limit = f"episode timeout of {episode_timeout:g} s"
         status, error = "timeout", f"the agent exceeded the {limit} at step {length}"
     except _AgentFailure as failure:
@@ -181,7 +201,7 @@ def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_t
         status, error = "env_error", f"{exc}\n{exc.native_traceback[-4000:]}"
     record = {
         "return": ret, "length": length, "status": status, "error": error,
-        "wall_seconds": round(time.perf_counter() - t0, 6), "agent_seconds": round(agent_s, 6),
+        "wall_seconds": round(own + time.perf_counter() - t, 6), "agent_seconds": round(agent_s, 6),
     }
     if "clipped_actions" in info:
         record["clipped_actions"] = int(info["clipped_actions"])
@@ -194,77 +214,116 @@ class _AgentFailure(Exception):
         self.original = original
 
 
-class EpisodeRunner:
-    """Plays episodes for one worker (a process or a Ray actor): it keeps the agent per (task, run)
-    and the harness per task, rebuilding both after an episode that failed."""
+class _Lane:
+    """One environment slot of a worker: its harness (per task) and agent (per (task, run))."""
 
-    def __init__(self, agent_path: str, options: dict, step_timeout, episode_timeout):
+    def __init__(self):
+        self.harness = None
+        self.harness_task = None
+        self.agent = None
+        self.agent_key = None
+
+    def drop_agent(self) -> None:
+        _close_agent(self.agent)
+        self.agent, self.agent_key = None, None
+
+    def drop_harness(self) -> None:
+        if self.harness is not None:
+            self.harness.close()
+        self.harness, self.harness_task = None, None
+
+
+class EpisodeRunner:
+    """Plays episodes for one worker (a process or a Ray actor). Each of its lanes keeps the agent per
+    (task, run) and the harness per task, rebuilding both after an episode that failed; a batch of
+    episodes plays one per lane, interleaved a step at a time."""
+
+    def __init__(self, agent_path: str, options: dict, step_timeout, episode_timeout, lanes: int = 1):
         self.agent_path = agent_path
         self.options = options
         self.step_timeout = step_timeout
         self.episode_timeout = episode_timeout
         self.module = None
-        self.harness = None
-        self.harness_task = None
-        self.agent = None
-        self.agent_key = None
+        self.lanes = [_Lane() for _ in range(max(1, lanes))]
         if hasattr(signal, "SIGALRM"):
             signal.signal(signal.SIGALRM, _on_alarm)
 
     def run(self, task: str, run: int, index: int, seed: int) -> dict:
         """The episode's record, or ``{"fatal": message}`` when the agent cannot be built."""
+        return self.run_batch([(task, run, index, seed)])[0]
+
+    def run_batch(self, units: list) -> list[dict]:
+        """Records of the episodes ``(task, run, index, seed)`` played at once (at most one per lane),
+        or ``[{"fatal": message}]``."""
+        if len(units) > len(self.lanes):
+            raise ValueError(f"{len(units)} episodes for {len(self.lanes)} lanes")
+        out: list = [None] * len(units)
+        steps = {}
+        for i, unit in enumerate(units):
+            ready = self._prepare(self.lanes[i], *unit)
+            if ready is not None:
+                if "fatal" in ready:
+                    return [ready]
+                out[i] = ready
+                continue
+            lane = self.lanes[i]
+            steps[i] = play_episode(lane.harness, lane.agent, unit[3], self.step_timeout, self.episode_timeout)
+        while steps:
+            for i in list(steps):
+                try:
+                    next(steps[i])
+                except StopIteration as done:
+                    del steps[i]
+                    out[i] = self._finish(self.lanes[i], units[i], done.value)
+        return out
+
+    def _prepare(self, lane: _Lane, task: str, run: int, index: int, seed: int) -> dict | None:
         from . import make
 
-        head = {"task": task, "run": run, "index": index, "seed": seed}
         try:
             if self.module is None:
                 self.module = load_agent_module(self.agent_path)
-            if self.harness_task != task:
-                self._drop_harness()
-                self.harness = make(task, **self.options.get(task, {}))
-                self.harness_task = task
-            if self.agent_key != (task, run):
-                self._drop_agent()
-                self.agent = build_agent(self.module, self.harness.task_info, run, self.agent_path)
-                self.agent_key = (task, run)
-                wants = bool(getattr(self.agent, "wants_text", False)) and self.harness.task_info.has_text
-                self.harness.request_text(wants)
+            if lane.harness_task != task:
+                lane.drop_harness()
+                lane.harness = make(task, **self.options.get(task, {}))
+                lane.harness_task = task
+            if lane.agent_key != (task, run):
+                lane.drop_agent()
+                lane.agent = build_agent(self.module, lane.harness.task_info, run, self.agent_path)
+                lane.agent_key = (task, run)
+                wants = bool(getattr(lane.agent, "wants_text", False)) and lane.harness.task_info.has_text
+                lane.harness.request_text(wants)
         except AgentLoadError as exc:
             return {"fatal": str(exc)}
         except HarnessError as exc:
-            self._drop_harness()
-            return {**head, "return": None, "length": 0, "status": "env_error", "error": str(exc),
-                    "wall_seconds": 0.0, "agent_seconds": 0.0}
-        record = run_episode(self.harness, self.agent, seed, self.step_timeout, self.episode_timeout)
-        if record["status"] == "ok" and hasattr(self.agent, "episode_info"):
+            lane.drop_harness()
+            return {"task": task, "run": run, "index": index, "seed": seed, "return": None, "length": 0,
+                    "status": "env_error", "error": str(exc), "wall_seconds": 0.0, "agent_seconds": 0.0}
+        return None
+
+    def _finish(self, lane: _Lane, unit, record: dict) -> dict:
+        task, run, index, seed = unit
+        if record["status"] == "ok" and hasattr(lane.agent, "episode_info"):
             try:
-                record.update(self.agent.episode_info() or {})
+                record.update(lane.agent.episode_info() or {})
             except Exception as exc:  # noqa: BLE001
                 record["status"], record["error"] = "agent_error", "episode_info() raised " + _fmt_exc(exc)
         if record["status"] != "ok":
             # The agent's or the harness's state may be inconsistent now: rebuild both.
-            self._drop_agent()
-            self._drop_harness()
-        return {**head, **record}
-
-    def _drop_agent(self) -> None:
-        _close_agent(self.agent)
-        self.agent, self.agent_key = None, None
-
-    def _drop_harness(self) -> None:
-        if self.harness is not None:
-            self.harness.close()
-        self.harness, self.harness_task = None, None
+            lane.drop_agent()
+            lane.drop_harness()
+        return {"task": task, "run": run, "index": index, "seed": seed, **record}
 
     def close(self) -> None:
-        self._drop_agent()
-        self._drop_harness()
+        for lane in self.lanes:
+            lane.drop_agent()
+            lane.drop_harness()
 
 
-def _worker_main(conn, agent_path: str, options: dict, step_timeout, episode_timeout) -> None:
-    """Serve units from the parent until it sends None."""
+def _worker_main(conn, agent_path: str, options: dict, step_timeout, episode_timeout, lanes: int = 1) -> None:
+    """Serve batches of units from the parent until it sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    runner = EpisodeRunner(agent_path, options, step_timeout, episode_timeout)
+    runner = EpisodeRunner(agent_path, options, step_timeout, episode_timeout, lanes)
     while True:
         try:
             msg = conn.recv()
@@ -272,7 +331,7 @@ def _worker_main(conn, agent_path: str, options: dict, step_timeout, episode_tim
             break
         if msg is None:
             break
-        conn.send(runner.run(*msg))
+        conn.send(runner.run_batch(msg))
     runner.close()
 
 
@@ -289,20 +348,20 @@ class _Worker:
     def __init__(self, ctx, cfg: EvalConfig, options: dict):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main,
-                                args=(child, cfg.agent_path, options, cfg.step_timeout, cfg.episode_timeout),
+                                args=(child, cfg.agent_path, options, cfg.step_timeout, cfg.episode_timeout,
+                                      cfg.envs_per_worker),
                                 daemon=True)
         self.proc.start()
         child.close()
-        self.unit: Unit | None = None
+        self.batch: list[tuple[Unit, int]] = []  # the units in flight, with their attempt numbers
         self.started = 0.0
-        self.attempt = 0
-        self.finished = 0  # units completed; a worker that dies with none finished died at start-up
+        self.finished = 0  # batches completed; a worker that dies with none finished died at start-up
 
-    def send(self, unit: Unit, attempt: int) -> None:
-        """Hand a unit over; a worker that already died is noticed by the main loop's liveness check."""
-        self.unit, self.attempt, self.started = unit, attempt, time.monotonic()
+    def send(self, batch: list[tuple[Unit, int]]) -> None:
+        """Hand a batch over; a worker that already died is noticed by the main loop's liveness check."""
+        self.batch, self.started = batch, time.monotonic()
         try:
-            self.conn.send((unit.task, unit.run, unit.index, unit.seed))
+            self.conn.send([(u.task, u.run, u.index, u.seed) for u, _ in batch])
         except (BrokenPipeError, OSError):
             pass
 
@@ -319,6 +378,17 @@ class _Worker:
             self.proc.kill()
             self.proc.join(timeout=5)
         self.conn.close()
+
+
+def _next_batch(size: int, retry: deque, todo: deque) -> list[tuple[Unit, int]]:
+    """Up to ``size`` new units; a retried unit (second attempt) goes alone, so that an episode that
+    crashes its worker cannot take the episodes that shared a batch with it down twice."""
+    if retry:
+        return [(retry.popleft(), 2)]
+    batch = []
+    while len(batch) < size and todo:
+        batch.append((todo.popleft(), 1))
+    return batch
 
 
 class Journal:
@@ -460,42 +530,41 @@ def _now() -> str:
 def _drive_local(cfg: EvalConfig, todo: deque, options: dict, record) -> str | None:
     """Play ``todo`` in spawned worker processes; return a fatal agent error, if any."""
     ctx = mp.get_context("spawn")
-    workers = [_Worker(ctx, cfg, options) for _ in range(max(1, min(cfg.workers, len(todo))))]
+    n = max(1, min(cfg.workers, -(-len(todo) // cfg.envs_per_worker)))
+    workers = [_Worker(ctx, cfg, options) for _ in range(n)]
     retry: deque[Unit] = deque()
     startup_deaths = 0
     fatal = None
     try:
-        while (todo or retry or any(w.unit for w in workers)) and fatal is None:
+        while (todo or retry or any(w.batch for w in workers)) and fatal is None:
             for w in workers:
-                if w.unit is None and (retry or todo):
-                    if retry:
-                        w.send(retry.popleft(), 2)
-                    else:
-                        w.send(todo.popleft(), 1)
-            ready = mp_wait([w.conn for w in workers if w.unit] + [w.proc.sentinel for w in workers if w.unit],
-                            timeout=1.0)
+                if not w.batch and (retry or todo):
+                    w.send(_next_batch(cfg.envs_per_worker, retry, todo))
+            busy = [w for w in workers if w.batch]
+            ready = mp_wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=1.0)
             for i, w in enumerate(list(workers)):
-                if w.unit is None:
+                if not w.batch:
                     continue
                 if w.conn in ready:
                     try:
-                        rec = w.conn.recv()
+                        recs = w.conn.recv()
                     except (EOFError, OSError):
-                        rec = None
-                    if rec is not None:
-                        if "fatal" in rec:
-                            fatal = rec["fatal"]
+                        recs = None
+                    if recs is not None:
+                        if "fatal" in recs[0]:
+                            fatal = recs[0]["fatal"]
                             break
-                        record(rec)
-                        w.unit = None
+                        for rec in recs:
+                            record(rec)
+                        w.batch = []
                         w.finished += 1
                         startup_deaths = 0
                         continue
                 dead = not w.proc.is_alive()
                 overdue = (cfg.episode_timeout is not None
-                           and time.monotonic() - w.started > cfg.episode_timeout + BACKSTOP_GRACE_S)
+                           and time.monotonic() - w.started > cfg.episode_timeout * len(w.batch) + BACKSTOP_GRACE_S)
                 if dead or overdue:
-                    unit, attempt = w.unit, w.attempt
+                    batch = w.batch
                     code = w.proc.exitcode
                     w.stop(kill=True)
                     if dead and w.finished == 0:
@@ -506,9 +575,11 @@ def _drive_local(cfg: EvalConfig, todo: deque, options: dict, record) -> str | N
                                 f"their own error, if any, is printed above; check that the agent file imports "
                                 f"and runs in a fresh process")
                     workers[i] = _Worker(ctx, cfg, options)
-                    failed = _lost_unit(cfg, unit, attempt, overdue and not dead, f"exit code {code}", retry)
-                    if failed is not None:
-                        record(failed)
+                    cfg.replaced_workers += 1
+                    for unit, attempt in batch:
+                        failed = _lost_unit(cfg, unit, attempt, overdue and not dead, f"exit code {code}", retry)
+                        if failed is not None:
+                            record(failed)
     except BaseException:
         for w in workers:
             w.stop(kill=True)
@@ -520,7 +591,6 @@ def _drive_local(cfg: EvalConfig, todo: deque, options: dict, record) -> str | N
 
 def _lost_unit(cfg: EvalConfig, unit: Unit, attempt: int, overdue: bool, why: str, retry: deque) -> dict | None:
     """A unit whose worker was killed (overdue) or died: the record to journal, or None if it is retried."""
-    cfg.replaced_workers += 1
     if overdue:
         return _failed(unit, "timeout", f"the episode exceeded the {cfg.episode_timeout:g} s episode timeout "
                        f"and did not respond; its worker was killed")
@@ -558,10 +628,10 @@ def pack_agent_folder(agent_path: str, skip: tuple[str, ...] = ()) -> dict[str, 
 
 
 class _RayActor:
-    """A Ray actor holding one `EpisodeRunner` (one agent and harness per (worker, task)); it unpacks
-    the shipped agent folder into a temporary folder on its own node first."""
+    """A Ray actor holding one `EpisodeRunner` (its lanes keep an agent and a harness each); it
+    unpacks the shipped agent folder into a temporary folder on its own node first."""
 
-    def __init__(self, files: dict, agent_name: str, options: dict, step_timeout, episode_timeout):
+    def __init__(self, files: dict, agent_name: str, options: dict, step_timeout, episode_timeout, lanes: int):
         import tempfile
 
         self.folder = Path(tempfile.mkdtemp(prefix="polar_bench_agent_"))
@@ -569,15 +639,15 @@ class _RayActor:
             target = self.folder / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
-        self.runner = EpisodeRunner(str(self.folder / agent_name), options, step_timeout, episode_timeout)
+        self.runner = EpisodeRunner(str(self.folder / agent_name), options, step_timeout, episode_timeout, lanes)
 
-    def run(self, task: str, run: int, index: int, seed: int) -> dict:
-        return self.runner.run(task, run, index, seed)
+    def run_batch(self, units: list) -> list[dict]:
+        return self.runner.run_batch(units)
 
 
 def _drive_ray(cfg: EvalConfig, todo: deque, options: dict, record) -> str | None:
     """Play ``todo`` as tasks on long-lived Ray actors; an actor (or node) that dies is replaced and
-    its episode retried once elsewhere. Return a fatal agent error, if any."""
+    its episodes retried once elsewhere. Return a fatal agent error, if any."""
     from ._optional import require
 
     ray = require("ray", "ray", "--backend ray")
@@ -589,55 +659,64 @@ def _drive_ray(cfg: EvalConfig, todo: deque, options: dict, record) -> str | Non
                  **({"num_cpus": cfg.workers} if cfg.address is None and cfg.workers else {}))
         started_here = True
     cfg.workers = cfg.workers or int(ray.cluster_resources().get("CPU", 1))
-    n = max(1, min(cfg.workers, len(todo)))
+    n = max(1, min(cfg.workers, -(-len(todo) // cfg.envs_per_worker)))
     remote_cls = ray.remote(num_cpus=1, max_restarts=0, max_concurrency=1)(_RayActor)
     files = ray.put(pack_agent_folder(cfg.agent_path, skip=(cfg.out, str(journal_path(cfg.out)))))
     agent_name = Path(cfg.agent_path).name
 
     def new_actor():
-        return remote_cls.remote(files, agent_name, options, cfg.step_timeout, cfg.episode_timeout)
+        return remote_cls.remote(files, agent_name, options, cfg.step_timeout, cfg.episode_timeout,
+                                 cfg.envs_per_worker)
+
+    def replace(i: int) -> None:
+        try:
+            ray.kill(actors[i], no_restart=True)
+        except Exception:  # noqa: BLE001 - gone with its node
+            pass
+        actors[i] = new_actor()
+        cfg.replaced_workers += 1
+        idle.append(i)
 
     actors = [new_actor() for _ in range(n)]
     idle = list(range(n))
-    inflight: dict = {}  # ObjectRef -> (actor index, unit, attempt, start time)
+    inflight: dict = {}  # ObjectRef -> (actor index, batch of (unit, attempt), start time)
     retry: deque[Unit] = deque()
     fatal = None
     try:
         while (todo or retry or inflight) and fatal is None:
             while idle and (retry or todo):
                 i = idle.pop()
-                unit, attempt = (retry.popleft(), 2) if retry else (todo.popleft(), 1)
-                ref = actors[i].run.remote(unit.task, unit.run, unit.index, unit.seed)
-                inflight[ref] = (i, unit, attempt, time.monotonic())
+                batch = _next_batch(cfg.envs_per_worker, retry, todo)
+                ref = actors[i].run_batch.remote([(u.task, u.run, u.index, u.seed) for u, _ in batch])
+                inflight[ref] = (i, batch, time.monotonic())
             ready, _ = ray.wait(list(inflight), num_returns=1, timeout=1.0)
             for ref in ready:
-                i, unit, attempt, _t0 = inflight.pop(ref)
+                i, batch, _t0 = inflight.pop(ref)
                 try:
-                    rec = ray.get(ref)
+                    recs = ray.get(ref)
                 except RayTaskError:
                     raise  # an exception inside EpisodeRunner is a bug: keep its traceback
                 except RayError as exc:  # the actor, its worker process or its node died
-                    ray.kill(actors[i], no_restart=True)
-                    actors[i] = new_actor()
-                    idle.append(i)
-                    failed = _lost_unit(cfg, unit, attempt, False, type(exc).__name__, retry)
-                    if failed is not None:
-                        record(failed)
+                    replace(i)
+                    for unit, attempt in batch:
+                        failed = _lost_unit(cfg, unit, attempt, False, type(exc).__name__, retry)
+                        if failed is not None:
+                            record(failed)
                     continue
                 idle.append(i)
-                if "fatal" in rec:
-                    fatal = rec["fatal"]
+                if "fatal" in recs[0]:
+                    fatal = recs[0]["fatal"]
                     break
-                record(rec)
+                for rec in recs:
+                    record(rec)
             if cfg.episode_timeout is not None:
                 now = time.monotonic()
-                for ref, (i, unit, attempt, t0) in list(inflight.items()):
-                    if now - t0 > cfg.episode_timeout + BACKSTOP_GRACE_S:
+                for ref, (i, batch, t0) in list(inflight.items()):
+                    if now - t0 > cfg.episode_timeout * len(batch) + BACKSTOP_GRACE_S:
                         del inflight[ref]
-                        ray.kill(actors[i], no_restart=True)
-                        actors[i] = new_actor()
-                        idle.append(i)
-                        record(_lost_unit(cfg, unit, attempt, True, "", retry))
+                        replace(i)
+                        for unit, attempt in batch:
+                            record(_lost_unit(cfg, unit, attempt, True, "", retry))
     finally:
         for a in actors:
             try:
@@ -722,7 +801,8 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "config": {"runs": cfg.runs, "episodes_override": cfg.episodes_override,
                    "tasks": [t.id for t in cfg.tasks], "workers": cfg.workers,
                    "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
-                   "backend": cfg.backend, "replaced_workers": cfg.replaced_workers},
+                   "backend": cfg.backend, "envs_per_worker": cfg.envs_per_worker,
+                   "replaced_workers": cfg.replaced_workers},
         "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
         "started": journal.started or started,
         "finished": _now(),

@@ -334,3 +334,28 @@ def test_workers_that_die_at_start_up_stop_the_run_with_one_line(tmp_path, capsy
                             "--no-progress"], capsys)
     assert code == 2 and "keep dying before finishing any episode (exit code 5)" in err
     assert not out.exists()
+
+
+def test_several_episodes_per_worker_give_the_same_results(tmp_path, capsys):
+    ref = str(tmp_path / "ref.json")
+    out = str(tmp_path / "lanes.json")
+    agent = str(EXAMPLES / "random_agent.py")
+    assert run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "1", "--no-progress"], capsys)[0] == 0
+    assert run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--workers", "2", "--envs-per-worker", "3",
+                    "--no-progress"], capsys)[0] == 0
+    assert _returns(out) == _returns(ref)
+    assert read_results(out).data["config"]["envs_per_worker"] == 3
+
+
+def test_failures_with_several_episodes_per_worker(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", FAULTY_AGENT.replace("__SEEDS__", "[10, 11, 12, 13, 14, 15, 16]"))
+    suite = write(tmp_path / "faulty.toml", FAULTY_SUITE)
+    out = str(tmp_path / "r.json")
+    code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--workers", "1",
+                            "--envs-per-worker", "7", "--step-timeout", "0.5", "--no-progress"], capsys)
+    assert code == 1, err
+    eps = {e["seed"]: e for e in read_results(out).episodes}
+    # the crash (seed 15) kills the batch; its neighbours are retried alone and succeed or fail on their own
+    assert [eps[s]["status"] for s in range(10, 17)] == ["ok", "env_error", "agent_error", "agent_error",
+                                                          "timeout", "env_error", "ok"]
+    assert "died twice" in eps[15]["error"] and "native simulator exploded" in eps[11]["error"]

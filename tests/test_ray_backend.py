@@ -160,3 +160,91 @@ def test_node_death_mid_run_retries_its_episodes_elsewhere(tmp_path, capsys):
     finally:
         ray.shutdown()
         cluster.shutdown()
+
+
+SCALE_SUITE = """
+[suite]
+name = "scale"
+version = "0"
+seed = 3
+runs = 1
+episodes = 34
+[[domains]]
+name = "mixed"
+description = "three families at once"
+training = "-"
+budget = "-"
+[[tasks]]
+id = "gym/CartPole-v1"
+domain = "mixed"
+low = { value = 0.0, source = "-", measured = false }
+high = { value = 500.0, source = "-", measured = false }
+[[tasks]]
+id = "babyai/GoToRedBall"
+domain = "mixed"
+low = { value = 0.0, source = "-", measured = false }
+high = { value = 1.0, source = "-", measured = false }
+[[tasks]]
+id = "procgen/coinrun"
+domain = "mixed"
+options = { distribution_mode = "easy", start_level = 200, num_levels = 0, max_episode_steps = 300 }
+low = { value = 5.0, source = "-", measured = false }
+high = { value = 10.0, source = "-", measured = false }
+"""
+
+
+PROBE_AGENT = """
+import os
+import numpy as np
+LIVE = [0]  # agent instances alive in this process: one per environment lane
+
+def make_agent(task, run):
+    class A:
+        def __init__(self):
+            LIVE[0] += 1
+        def reset(self, seed):
+            self.rng = np.random.default_rng([seed, run])
+        def act(self, obs, info):
+            return int(self.rng.integers(task.action_space.n))
+        def episode_info(self):
+            return {"probe": {"pid": os.getpid(), "live": LIVE[0]}}
+        def close(self):
+            LIVE[0] -= 1
+    return A()
+"""
+
+
+def test_heterogeneous_scale_102_environments_at_once_on_three_nodes(tmp_path, capsys):
+    """3 actors on 3 simulated nodes, 34 environments each (CartPole, BabyAI, Procgen): 102 at once."""
+    from ray.cluster_utils import Cluster
+
+    suite = tmp_path / "scale.toml"
+    suite.write_text(SCALE_SUITE)
+    agent = tmp_path / "agent.py"
+    agent.write_text(PROBE_AGENT)
+    ref = str(tmp_path / "ref.json")
+    assert main(["evaluate", str(agent), "--suite", str(suite), "--out", ref, "--workers", "2",
+                 "--no-progress"]) == 0
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    for _ in range(3):
+        cluster.add_node(num_cpus=1)
+    try:
+        ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)
+        cluster.wait_for_nodes()
+        out = str(tmp_path / "r.json")
+        assert main(["evaluate", str(agent), "--suite", str(suite), "--out", out, "--backend", "ray",
+                     "--workers", "3", "--envs-per-worker", "34", "--no-progress"]) == 0
+        assert _episodes(out) == _episodes(ref)
+        eps = read_results(out).episodes
+        by_pid: dict = {}
+        for e in eps:
+            by_pid.setdefault(e["probe"]["pid"], set()).add(e["task"])
+            assert e["probe"]["live"] == 34  # every lane of the actor held its own environment and agent
+        assert len(by_pid) == 3 and set().union(*by_pid.values()) == {"gym/CartPole-v1", "babyai/GoToRedBall",
+                                                                      "procgen/coinrun"}
+        nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU")}
+        assert len(nodes) == 3
+    finally:
+        ray.shutdown()
+        cluster.shutdown()

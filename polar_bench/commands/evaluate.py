@@ -22,6 +22,9 @@ def register(sub) -> None:
                                                  "of the Ray cluster's CPUs)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local worker processes (default) or Ray actors (pip install \"polar_bench[ray]\")")
+    p.add_argument("--envs-per-worker", type=int, default=1, metavar="K",
+                   help="episodes each worker plays at once, interleaved a step at a time (default 1); more "
+                        "environment instances per process, e.g. for agents that wait on a remote LLM")
     p.add_argument("--address", help="with --backend ray: 'auto' or ray://HOST:PORT of an existing cluster "
                                      "(default: start Ray on this machine)")
     p.add_argument("--out", default="results.json", help="results file (default: results.json); the journal is "
@@ -39,10 +42,10 @@ def run(args) -> int:
     from ..evaluate import EvalConfig, run_evaluation
     from ..suite import load_suite
 
-    for name in ("runs", "episodes", "workers"):
+    for name in ("runs", "episodes", "workers", "envs_per_worker"):
         value = getattr(args, name)
         if value is not None and value < 1:
-            raise UserError(f"--{name} must be at least 1, got {value}")
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.address and args.backend != "ray":
         raise UserError("--address only applies to --backend ray; add --backend ray")
     suite = load_suite(args.suite)
@@ -51,7 +54,7 @@ def run(args) -> int:
         suite=suite, agent_path=args.agent, out=args.out, tasks=tasks,
         runs=args.runs or suite.runs, episodes_override=args.episodes,
         workers=args.workers or (None if args.backend == "ray" else os.cpu_count() or 1),
-        backend=args.backend, address=args.address,
+        backend=args.backend, address=args.address, envs_per_worker=args.envs_per_worker,
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
