@@ -251,7 +251,7 @@ _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"
           "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
           "ε": r"$\varepsilon$", "γ": r"$\gamma$", "τ": r"$\tau$", "±": r"$\pm$", "×": r"$\times$",
           "—": "--", "†": r"\textsuperscript{\dag}", "≥": r"$\geq$", "≤": r"$\leq$", ">": r"$>$",
-          "<": r"$<$"}
+          "<": r"$<$", "≈": r"$\approx$"}
 
 
 def latex_escape(text: str) -> str:

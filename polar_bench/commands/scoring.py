@@ -60,8 +60,12 @@ def register(sub) -> None:
                        description="Tables (aggregates, per task, probability of improvement, sample "
                                    "efficiency) and plots into --out. Several files of one agent name whose "
                                    "agent.info has distinct training_steps make a sample-efficiency curve.")
-    p.add_argument("results", nargs="+", help="results .json files of the same suite")
-    p.add_argument("--out", required=True, help="output folder (created if needed)")
+    p.add_argument("results", nargs="+",
+                   help="results .json files of the same suite, or one leaderboard folder (its table)")
+    p.add_argument("--out", help="output folder (created if needed); without it, --format prints one table")
+    p.add_argument("--format", choices=tuple(FORMATS), default=None,
+                   help="print the aggregates table (of a leaderboard folder: the leaderboard table) to "
+                        "stdout in this format")
     p.add_argument("--no-plots", action="store_true", help="tables only (no matplotlib needed)")
     p.add_argument("--score-label", default="normalized score",
                    help="axis label of normalized scores (default: %(default)s)")
@@ -253,11 +257,50 @@ def compare(args) -> int:
     return 0
 
 
+FORMATS = {"markdown": "to_markdown", "latex": "to_latex", "csv": "to_csv", "text": "to_text"}
+
+
+def _leaderboard_report(args) -> int:
+    """`report LEADERBOARD_DIR`: the leaderboard's table, exactly as `leaderboard build` writes it."""
+    from .leaderboard import ranking_options
+    from ..leaderboard import markdown_table, render_tables
+
+    if args.task_bootstrap or args.allow_incomplete or args.gamma != 1.0:
+        raise UserError("--task-bootstrap, --allow-incomplete and --gamma do not apply to a leaderboard folder")
+    tables = [t for _, t in render_tables(args.results[0], ranking_options(args))]
+    fmt = args.format or "markdown"
+
+    def render(t):
+        return markdown_table(t) if fmt == "markdown" else getattr(t, FORMATS[fmt])()
+
+    if args.out:
+        for t in tables:
+            for p in t.write(Path(args.out)):
+                if p.suffix == ".md":
+                    p.write_bytes(markdown_table(t).encode("utf-8"))
+                print(p)
+        return 0
+    print("\n".join(render(t) for t in tables), end="")
+    return 0
+
+
 def report_command(args) -> int:
     _check_args(args)
+    if len(args.results) == 1 and Path(args.results[0]).is_dir():
+        return _leaderboard_report(args)
+    if not args.out and not args.format:
+        raise UserError("report needs --out DIR (every table and plot), or --format FORMAT (print the "
+                        "aggregates table)")
     if args.tau_max is not None and not math.isfinite(args.tau_max):
         raise UserError(f"--tau-max must be a finite number; got {args.tau_max}")
     agents_all, notes = _load_many(args.results, 1, "report")
+    if not args.out:
+        agents = analysis.final_budget(agents_all)
+        results = [(a.label, _aggregate(a, args)) for a in agents]
+        table = report.aggregates_table(results, METRICS, confidence=args.confidence, reps=args.reps,
+                                        digits=args.digits, task_bootstrap=args.task_bootstrap)
+        print(getattr(table, FORMATS[args.format])(), end="")
+        return 0
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(out)!r} exists and is not a folder")

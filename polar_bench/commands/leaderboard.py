@@ -1,0 +1,161 @@
+"""`submit`, `verify` and `leaderboard build`: from a results file to a ranked, published entry
+(SUBMISSION.md for submitters, docs/leaderboard.md for maintainers)."""
+
+from __future__ import annotations
+
+import sys
+
+from .. import scoring
+from ..errors import UserError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("submit", help="check a results file and add it to the leaderboard",
+                       description="Run every check of SUBMISSION.md on a results file; when it passes, add it "
+                                   "to the leaderboard folder as a content-addressed entry. A rejection lists "
+                                   "every problem found and exits with code 2.")
+    p.add_argument("results", help="the results .json written by 'python -m polar_bench evaluate'")
+    p.add_argument("--leaderboard", default="leaderboard", metavar="DIR",
+                   help="the leaderboard folder (default: %(default)s)")
+    p.add_argument("--date", default=None, help="submission date YYYY-MM-DD (default: today, UTC)")
+    p.add_argument("--max-problems", type=int, default=20, metavar="N",
+                   help="problems listed per check before a count of the rest (0: all; default: %(default)s)")
+    p.add_argument("--check-only", action="store_true", help="run the checks, add nothing")
+    p.set_defaults(func=submit_command)
+
+    p = sub.add_parser("verify", help="re-run a random sample of a submission's episodes and compare returns",
+                       description="Re-run a random sample of the episodes of a results file with its agent "
+                                   "file and compare the returns: exactly for a deterministic agent, within "
+                                   "--tolerance (normalized score) for one whose AGENT_INFO says "
+                                   "'deterministic': False. The outcome is recorded on the leaderboard entry. "
+                                   "Exit code 0: every sampled episode matched; 1: some did not; 2: user error.")
+    p.add_argument("results", help="the submitted results .json (or its copy in the leaderboard folder)")
+    p.add_argument("--agent", required=True, help="the agent file that was evaluated (same SHA-256)")
+    p.add_argument("--sample", type=int, required=True, metavar="N", help="number of episodes to re-run")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random sample (default: %(default)s)")
+    p.add_argument("--tasks", nargs="+", default=None, metavar="GLOB",
+                   help="sample only episodes of tasks matching these globs (e.g. 'gym/*')")
+    p.add_argument("--tolerance", type=float, default=None,
+                   help="largest accepted |Δ return| / (high - low) per episode (default: 0, exact, for "
+                        "deterministic agents; 0.05 when AGENT_INFO says 'deterministic': False)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
+    p.add_argument("--leaderboard", default="leaderboard", metavar="DIR",
+                   help="the leaderboard folder whose entry records the outcome (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="plain progress lines instead of a bar")
+    p.set_defaults(func=verify_command)
+
+    p = sub.add_parser("leaderboard", help="build the leaderboard's tables and static site",
+                       description="Leaderboard maintenance.")
+    lsub = p.add_subparsers(dest="leaderboard_command", metavar="ACTION")
+    b = lsub.add_parser("build", help="write README.md, LaTeX/CSV tables, leaderboard.json and site/",
+                        description="Rank the entries of a leaderboard folder and write README.md (Markdown "
+                                    "table), leaderboard-<suite>.{md,tex,csv}, leaderboard.json and the static "
+                                    "site site/index.html with its assets and plots.")
+    b.add_argument("dir", nargs="?", default="leaderboard", help="the leaderboard folder (default: %(default)s)")
+    b.add_argument("--no-plots", action="store_true", help="no plots (no matplotlib needed)")
+    stats_options(b)
+    b.set_defaults(func=build_command)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+
+def stats_options(p) -> None:
+    """The statistics of the leaderboard (defaults equal to report's, so tables reproduce)."""
+    g = p.add_argument_group("statistics")
+    g.add_argument("--reps", type=int, default=scoring.AGGREGATE_REPS,
+                   help="bootstrap replicates of the IQM intervals (default: %(default)s)")
+    g.add_argument("--poi-reps", type=int, default=scoring.PROFILE_REPS,
+                   help="replicates of the probability of improvement (default: %(default)s)")
+    g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
+    g.add_argument("--confidence", type=float, default=0.95, help="interval coverage (default: %(default)s)")
+    g.add_argument("--digits", type=int, default=3, help="decimals in the tables (default: %(default)s)")
+
+
+def ranking_options(args):
+    from ..leaderboard import RankingOptions
+
+    for name in ("reps", "poi_reps"):
+        if getattr(args, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be at least 1; got {getattr(args, name)}")
+    if not 0 < args.confidence < 1:
+        raise UserError(f"--confidence must be strictly between 0 and 1; got {args.confidence}")
+    if args.seed < 0:
+        raise UserError(f"--seed must be a non-negative integer; got {args.seed}")
+    if not 0 <= args.digits <= 10:
+        raise UserError(f"--digits must be between 0 and 10; got {args.digits}")
+    return RankingOptions(reps=args.reps, poi_reps=args.poi_reps, seed=args.seed, confidence=args.confidence,
+                          digits=args.digits)
+
+
+def print_problems(path: str, problems, limit: int) -> None:
+    from ..leaderboard import CHECKS
+
+    print(f"error: {path} was rejected: {len(problems)} problem(s); fix them and run evaluate again "
+          f"(SUBMISSION.md explains every check)", file=sys.stderr)
+    for check in ("file", *CHECKS):
+        mine = [p for p in problems if p.check == check]
+        shown = mine if limit <= 0 else mine[:limit]
+        for p in shown:
+            print(f"  {p}", file=sys.stderr)
+        if len(mine) > len(shown):
+            print(f"  [{check}] ... and {len(mine) - len(shown)} more {check} problem(s) "
+                  f"(--max-problems 0 lists all)", file=sys.stderr)
+
+
+def submit_command(args) -> int:
+    from pathlib import Path
+
+    from ..leaderboard import SubmissionRejected, check_submission, submit
+
+    if not Path(args.results).is_file():
+        raise UserError(f"results file {args.results!r} does not exist; pass the .json that "
+                        "'python -m polar_bench evaluate ... --out' wrote")
+    if args.check_only:
+        _, problems = check_submission(args.results)
+        if problems:
+            print_problems(args.results, problems, args.max_problems)
+            return 2
+        print(f"{args.results}: every check passed")
+        return 0
+    try:
+        entry = submit(args.results, args.leaderboard, date=args.date)
+    except SubmissionRejected as exc:
+        print_problems(exc.path, exc.problems, args.max_problems)
+        return 2
+    print(f"accepted: {entry.name} is entry {entry.id} in {entry.folder}; run "
+          f"'python -m polar_bench leaderboard build {args.leaderboard}' to update the tables and the site")
+    return 0
+
+
+def verify_command(args) -> int:
+    from ..leaderboard import verify
+
+    if args.workers < 1:
+        raise UserError(f"--workers must be at least 1; got {args.workers}")
+    record, entry = verify(args.results, args.agent, args.sample, seed=args.seed, leaderboard=args.leaderboard,
+                           tolerance=args.tolerance, tasks=args.tasks, workers=args.workers,
+                           progress=False if args.no_progress else None)
+    how = "exactly" if record["mode"] == "exact" else f"within {record['tolerance']} (normalized score)"
+    for row in record["episodes"]:
+        if not row["match"]:
+            print(f"  mismatch: {row['task']} run {row['run']} seed {row['seed']}: submitted return "
+                  f"{row['submitted_return']!r}, re-run {row['rerun_return']!r} ({row['rerun_status']})")
+    verdict = "verified" if record["passed"] else "FAILED"
+    print(f"{verdict}: {record['matched']} of {record['sample']} sampled episodes (of {record['population']}) "
+          f"reproduced {how}")
+    if entry is not None:
+        print(f"recorded on entry {entry.id} ({entry.folder / 'verification.json'}); run "
+              f"'python -m polar_bench leaderboard build {args.leaderboard}' to publish it")
+    else:
+        print(f"note: these results are not an entry of {args.leaderboard}; the outcome was not recorded")
+    return 0 if record["passed"] else 1
+
+
+def build_command(args) -> int:
+    from ..leaderboard import build
+
+    if args.leaderboard_command != "build":
+        raise UserError("say what to do: 'python -m polar_bench leaderboard build [DIR]'")
+    paths = build(args.dir, ranking_options(args), plots=not args.no_plots)
+    print(f"wrote {len(paths)} files into {args.dir}: README.md, the tables, leaderboard.json and "
+          f"site/index.html")
+    return 0

@@ -1,0 +1,199 @@
+"""submit, verify, leaderboard build and report of a leaderboard folder, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from polar_bench.cli import main
+from polar_bench.leaderboard import RankingOptions, build, load_entries
+from test_leaderboard_fixtures import (XSS_NAME, add_verification, make_leaderboard, valid_results,
+                                       write_json)
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("POLAR_BENCH_UPDATE_GOLDEN") == "1"
+FAST = ["--reps", "500", "--poi-reps", "200"]
+RANDOM_RESULTS = ROOT / "baselines" / "random" / "results-v1.json"
+RANDOM_AGENT = ROOT / "examples" / "random_agent.py"
+
+
+def run(args, capsys):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def board(tmp_path_factory):
+    """The fixture leaderboard: four synthetic entries, one verified, one that failed verification."""
+    board = make_leaderboard(tmp_path_factory.mktemp("lb"))
+    add_verification(board, "strong", True)
+    add_verification(board, "weak", False)
+    build(board, RankingOptions(reps=500, poi_reps=200), plots=True)
+    return board
+
+
+# ---------------------------------------------------------------------------------------------------
+# submit
+
+
+def test_submit_adds_a_content_addressed_entry_and_refuses_resubmission(tmp_path, capsys):
+    data = valid_results()
+    path = write_json(tmp_path / "results.json", data)
+    lb = tmp_path / "lb"
+    code, out, _ = run(["submit", path, "--leaderboard", lb, "--date", "2026-03-01"], capsys)
+    assert code == 0 and out.startswith("accepted: good is entry ")
+    [entry] = load_entries(lb)
+    assert (entry.folder / "results.json").read_bytes() == Path(path).read_bytes()
+    assert entry.meta["submitted"] == "2026-03-01" and entry.meta["runs"] == 3
+    assert entry.verification_status == "unverified"
+
+    code, _, err = run(["submit", path, "--leaderboard", lb], capsys)
+    assert code == 2 and f"is already on the leaderboard as entry {entry.id}" in err and len(err.splitlines()) == 1
+
+    reindented = write_json(tmp_path / "again.json", data, indent=3)  # the same content, other bytes
+    code, _, err = run(["submit", reindented, "--leaderboard", lb], capsys)
+    assert code == 2 and f"entry {entry.id}" in err
+
+    renamed = json.loads(json.dumps(data))
+    renamed["agent"]["info"]["name"] = renamed["agent"]["name"] = "good-v2"
+    code, _, err = run(["submit", write_json(tmp_path / "renamed.json", renamed), "--leaderboard", lb], capsys)
+    assert code == 2 and "has the same episodes as entry" in err
+    assert len(load_entries(lb)) == 1
+
+
+def test_submit_user_errors(tmp_path, capsys):
+    code, _, err = run(["submit", tmp_path / "missing.json"], capsys)
+    assert code == 2 and "does not exist" in err
+    path = write_json(tmp_path / "r.json", valid_results())
+    code, _, err = run(["submit", path, "--leaderboard", tmp_path / "lb", "--date", "yesterday"], capsys)
+    assert code == 2 and "not a date" in err
+
+
+# ---------------------------------------------------------------------------------------------------
+# build and report
+
+
+def test_build_ranks_marks_ties_and_escapes(board):
+    readme = (board / "README.md").read_text()
+    lines = [l for l in readme.splitlines() if l.startswith("| ")]
+    assert lines[0].startswith("| Rank | Agent ")
+    rows = [[c.strip() for c in l.split("|")[1:-1]] for l in lines[2:]]
+    assert [r[0] for r in rows] == ["1", "2 ≈", "3", "—"]
+    assert [r[1] for r in rows] == ["strong", "close-second", "&lt;script&gt;alert(1)&lt;/script&gt;", "weak"]
+    assert [r[-2] for r in rows] == ["yes", "no", "no", "failed"]
+    assert "<script>" not in readme and "failed verification; not ranked" in readme
+    for page in (board / "site").glob("*.html"):
+        html = page.read_text()
+        assert "<script>" not in html and "<img src=x" not in html, page.name
+        assert html.count("<script") == 1
+    data = json.loads((board / "leaderboard.json").read_text())
+    entries = data["boards"][0]["entries"]
+    assert [e["rank"] for e in entries] == [1, 2, 3, None]
+    assert entries[1]["tied_with_leader"] and not entries[2]["tied_with_leader"]
+    low, high = entries[1]["p_leader_better"]["low"], entries[1]["p_leader_better"]["high"]
+    assert low <= 0.5 <= high
+    assert entries[2]["name"] == XSS_NAME
+    plots = sorted(p.name for p in (board / "site" / "plots").glob("*.png"))
+    assert {"leaderboard-v1-iqm.png", "leaderboard-v1-profiles.png", "leaderboard-v1-improvement.png",
+            "leaderboard-v1-tasks.png", "leaderboard-v1-classic.png"} <= set(plots)
+    for page in (board / "site").glob("*.html"):  # nothing is loaded from the network
+        for tag in re.findall(r"<(?:script|link|img)\b[^>]*>", page.read_text()):
+            assert "//" not in tag, (page.name, tag)
+
+
+def test_build_is_reproducible(board, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(board / "entries", copy / "entries")
+    build(copy, RankingOptions(reps=500, poi_reps=200), plots=False)
+    pages = [f"site/{p.name}" for p in (board / "site").glob("entry-*.html")]  # (the others show plots)
+    for name in ("README.md", "leaderboard-v1.tex", "leaderboard-v1.csv", "leaderboard.json", *pages):
+        assert (copy / name).read_bytes() == (board / name).read_bytes(), name
+
+
+def test_report_of_a_leaderboard_reproduces_its_table_golden(board, capsys):
+    code, out, _ = run(["report", board, "--format", "latex", *FAST], capsys)
+    assert code == 0
+    assert out == (board / "leaderboard-v1.tex").read_text(), "report reproduces the built table exactly"
+    golden = GOLDEN / "leaderboard_v1.tex"
+    if UPDATE:
+        golden.write_text(out)
+    assert golden.is_file(), f"missing {golden}; run with POLAR_BENCH_UPDATE_GOLDEN=1"
+    assert out == golden.read_text(), f"the leaderboard table differs from {golden}"
+    code, out, _ = run(["report", board, "--format", "markdown", *FAST], capsys)
+    assert code == 0 and out == (board / "leaderboard-v1.md").read_text() and out in (board / "README.md").read_text()
+
+
+def test_report_format_for_results_files(tmp_path, capsys):
+    path = write_json(tmp_path / "r.json", valid_results())
+    code, out, _ = run(["report", path, "--format", "latex", "--reps", "200"], capsys)
+    assert code == 0 and out.startswith("% Generated by polar_bench report") and "\\toprule" in out
+    code, _, err = run(["report", path], capsys)
+    assert code == 2 and "--out DIR" in err
+
+
+def test_committed_leaderboard_is_consistent(capsys):
+    """leaderboard/ holds the baselines; its tables are what `report leaderboard/` computes now."""
+    board = ROOT / "leaderboard"
+    entries = load_entries(board)
+    assert "random" in [e.name for e in entries]
+    code, out, _ = run(["report", board, "--format", "latex"], capsys)
+    assert code == 0 and out == (board / "leaderboard-v1.tex").read_text()
+    assert (board / "site" / "index.html").is_file() and (ROOT / "docs" / "leaderboard.png").is_file()
+
+
+# ---------------------------------------------------------------------------------------------------
+# verify
+
+
+@pytest.fixture()
+def random_board(tmp_path):
+    lb = tmp_path / "lb"
+    assert main(["submit", str(RANDOM_RESULTS), "--leaderboard", str(lb), "--date", "2026-12-02"]) == 0
+    return lb
+
+
+def test_verify_reproduces_the_random_baseline_exactly(random_board, capsys):
+    code, out, _ = run(["verify", RANDOM_RESULTS, "--agent", RANDOM_AGENT, "--sample", 3, "--tasks", "gym/*",
+                        "--workers", 1, "--leaderboard", random_board, "--no-progress"], capsys)
+    assert code == 0, out
+    assert "verified: 3 of 3 sampled episodes (of 120) reproduced exactly" in out
+    [entry] = load_entries(random_board)
+    [record] = entry.verifications()
+    assert record["passed"] and record["mode"] == "exact" and len(record["episodes"]) == 3
+    assert all(r["rerun_return"] == r["submitted_return"] for r in record["episodes"])
+    assert entry.verification_status == "verified"
+
+
+def test_verify_detects_tampered_returns(tmp_path, capsys):
+    data = json.loads(RANDOM_RESULTS.read_text())
+    for ep in data["episodes"]:
+        if ep["task"] == "gym/CartPole-v1":
+            ep["return"] += 50.0  # claims better returns than the agent gets
+    path = write_json(tmp_path / "tampered.json", data)
+    lb = tmp_path / "lb"
+    assert main(["submit", path, "--leaderboard", str(lb)]) == 0
+    capsys.readouterr()
+    code, out, _ = run(["verify", path, "--agent", RANDOM_AGENT, "--sample", 2, "--tasks", "gym/CartPole-v1",
+                        "--workers", 1, "--leaderboard", lb, "--no-progress"], capsys)
+    assert code == 1 and "FAILED: 0 of 2" in out and "mismatch: gym/CartPole-v1" in out
+    [entry] = load_entries(lb)
+    assert entry.verification_status == "failed"
+
+
+def test_verify_user_errors(tmp_path, capsys):
+    other = tmp_path / "agent.py"
+    other.write_text(RANDOM_AGENT.read_text() + "\n# edited\n")
+    code, _, err = run(["verify", RANDOM_RESULTS, "--agent", other, "--sample", 1], capsys)
+    assert code == 2 and "is not the agent file that was evaluated" in err
+    code, _, err = run(["verify", RANDOM_RESULTS, "--agent", RANDOM_AGENT, "--sample", 0], capsys)
+    assert code == 2 and "--sample must be at least 1" in err
+    code, _, err = run(["verify", RANDOM_RESULTS, "--agent", RANDOM_AGENT, "--sample", 1, "--tasks", "nope/*"],
+                       capsys)
+    assert code == 2 and "no successful episode" in err

@@ -1,0 +1,230 @@
+"""Every submission check, each with a crafted bad file; and a rejection lists every problem."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from polar_bench.cli import main
+from polar_bench.leaderboard import check_data, check_submission, recompute_summary
+from test_leaderboard_fixtures import valid_results, write_json
+
+
+def problems_of(data, check=None):
+    found = check_data(data)
+    return [p for p in found if check is None or p.check == check]
+
+
+def messages(problems):
+    return "\n".join(str(p) for p in problems)
+
+
+def test_file_not_json(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"format_version": 1, ')
+    data, problems = check_submission(path)
+    assert data is None and [p.check for p in problems] == ["file"]
+    assert "not valid JSON" in problems[0].message
+
+
+def test_file_too_large(tmp_path, monkeypatch):
+    from polar_bench.leaderboard import checks
+
+    monkeypatch.setattr(checks, "MAX_FILE_BYTES", 100)
+    _, problems = check_submission(write_json(tmp_path / "big.json", valid_results()))
+    assert [p.check for p in problems] == ["file"] and "at most 100" in problems[0].message
+
+
+def test_format_version():
+    data = valid_results()
+    data["format_version"] = 2
+    found = problems_of(data, "format")
+    assert len(found) == 1 and "format version 2" in found[0].message
+    assert not problems_of(data, "schema"), "the schema check does not report the version twice"
+
+
+def test_schema():
+    data = valid_results()
+    data["episodes"][3]["length"] = -1
+    del data["agent"]["sha256"]
+    data["extra_scores"] = {"iqm": 1.0}
+    found = problems_of(data, "schema")
+    text = messages(found)
+    assert "episodes/3/length" in text and "'sha256' is a required property" in text
+    assert "extra_scores: unknown top-level key" in text
+
+
+def test_suite_hash_not_released():
+    data = valid_results()
+    data["suite"]["hash"] = "sha256:" + "1" * 64
+    found = problems_of(data, "suite")
+    assert len(found) == 1 and "not the hash of a released suite" in found[0].message
+
+
+def test_suite_edited_references_and_seeds():
+    data = valid_results()
+    data["suite"]["tasks"][0]["high"] = 10.0       # a softer reference would inflate the scores
+    data["suite"]["tasks"][1]["seeds"][0] += 1
+    data["suite"]["tasks"].pop()                   # a task left out
+    text = messages(problems_of(data, "suite"))
+    assert "suite/tasks/0/high" in text and "suite/tasks/1/seeds" in text
+    assert "task babyai/Synth of suite v1 is missing" in text
+
+
+def test_pins():
+    data = valid_results()
+    data["versions"]["gymnasium"] = "0.29.1"
+    data["comparable"] = False
+    data["version_mismatches"] = {"gymnasium": {"pinned": "1.2.0", "installed": "0.29.1"}}
+    text = messages(problems_of(data, "pins"))
+    assert "comparable" in text and "versions/gymnasium: '0.29.1' installed; suite v1 pins 1.2.0" in text
+    assert "version_mismatches/gymnasium" in text
+
+
+def test_complete_missing_duplicate_unexpected():
+    data = valid_results()
+    eps = data["episodes"]
+    missing = eps.pop(5)
+    eps.append(dict(eps[0]))                                   # a duplicate
+    eps.append({**eps[1], "seed": 12345})                      # a seed not the suite's
+    eps.append({**eps[2], "run": 7})                           # a run beyond config.runs
+    text = messages(problems_of(data, "complete"))
+    assert f"{missing['task']}, run {missing['run']}, seed {missing['seed']}: missing" in text
+    assert "recorded 2 times" in text
+    assert "seed 12345 is not one of" in text and "run 7 is outside 0..2" in text
+
+
+def test_complete_needs_the_suites_runs():
+    data = valid_results()
+    data["episodes"] = [e for e in data["episodes"] if e["run"] < 2]
+    data["config"]["runs"] = 2
+    data["standard"] = False
+    text = messages(problems_of(data, "complete"))
+    assert "2 run(s); suite v1 asks for at least 3" in text and "standard" in text
+
+
+def test_status_not_ok():
+    data = valid_results()
+    data["episodes"][7].update(status="env_error", **{"return": None},
+                               error="Traceback ...\nHarnessError: boom at step 3")
+    data["episodes"][8].update(status="timeout", error="the agent exceeded the step timeout")
+    found = problems_of(data, "status")
+    assert len(found) == 2
+    assert "status 'env_error' (HarnessError: boom at step 3)" in found[0].message
+
+
+def test_finite():
+    data = valid_results()
+    data["episodes"][0]["return"] = float("nan")
+    data["episodes"][1]["wall_seconds"] = float("inf")
+    found = problems_of(data, "finite")
+    assert [p.where for p in found] == ["episodes/0/return", "episodes/1/wall_seconds"]
+
+
+def test_finite_from_the_file(tmp_path):
+    data = valid_results()
+    text = json.dumps(data).replace('"return": ' + json.dumps(data["episodes"][0]["return"]), '"return": NaN', 1)
+    path = tmp_path / "nan.json"
+    path.write_text(text)
+    _, problems = check_submission(path)
+    assert any(p.check == "finite" and p.where == "episodes/0/return" for p in problems)
+
+
+def test_summary_equal_is_accepted_and_wrong_is_not():
+    data = valid_results()
+    data["summary"] = recompute_summary(data)
+    assert check_data(data) == []
+    data["summary"]["overall"]["iqm"] += 0.01
+    data["summary"]["tasks"]["gym/CartPole-v1"]["normalized_score"] = 0.99
+    data["summary"]["episodes"] = 1
+    data["summary"]["rank"] = 1
+    text = messages(problems_of(data, "summary"))
+    assert "summary/overall/iqm" in text and "summary/tasks/gym/CartPole-v1/normalized_score" in text
+    assert "summary/episodes: 1 but the episodes give 1770" in text
+    assert "summary/rank: cannot be recomputed" in text
+
+
+def test_strings_bounded():
+    data = valid_results()
+    data["agent"]["info"]["description"] = "x" * 5000
+    data["environment"]["os"] = "y" * 30_000
+    data["episodes"][0]["note"] = "z" * 25_000
+    text = messages(problems_of(data, "strings"))
+    assert "agent/info/description: string of 5,000 characters; at most 2,000" in text
+    assert "environment/os: string of 30,000 characters" in text and "episodes/0/note" in text
+
+
+def test_agent_info_incomplete():
+    data = valid_results()
+    info = data["agent"]["info"]
+    info["name"] = "two\nlines"
+    info["authors"] = []
+    info["url"] = "javascript:alert(1)"
+    del info["license"]
+    info["training_steps"] = {"classic": 100, "atari": -5}
+    del info["llm"]
+    found = problems_of(data, "agent_info")
+    text = messages(found)
+    for needle in ("agent/info/name: name contains a control character", "agent/info/authors: must be a non-empty",
+                   "javascript:alert(1)' is not an http(s) URL", "agent/info/license: license",
+                   "training_steps/atari: is not a domain", "training_steps/atari: -5 is not a non-negative",
+                   "training_steps/dmc: missing", "agent/info/llm: missing"):
+        assert needle in text, needle
+
+
+def test_agent_info_budget_per_domain_and_llm_tokens():
+    data = valid_results()
+    data["agent"]["info"]["training_steps"] = 1_000_000
+    data["agent"]["info"]["llm"] = {"model": "qwen"}
+    text = messages(problems_of(data, "agent_info"))
+    assert "must map every domain" in text and "1770 of 1770 episodes have no 'llm' token counts" in text
+    untrained = valid_results()
+    untrained["agent"]["info"]["training_steps"] = {}
+    assert problems_of(untrained, "agent_info") == []
+
+
+def test_every_check_passes_on_a_valid_file():
+    assert check_data(valid_results()) == []
+
+
+def test_malformed_structure_does_not_crash():
+    data = valid_results()
+    data["episodes"] = "many"
+    data["suite"]["tasks"] = {"not": "a list"}
+    data["agent"] = []
+    found = check_data(data)
+    assert found and {p.check for p in found} >= {"schema"}
+
+
+def test_submit_lists_every_problem_exit_2(tmp_path, capsys):
+    data = valid_results()
+    data["format_version"] = 7
+    data["suite"]["tasks"][0]["low"] = -1e9
+    data["versions"]["numpy"] = "2.0.0"
+    data["episodes"][0]["status"] = "agent_error"
+    data["episodes"][1]["return"] = float("inf")
+    data["agent"]["info"]["url"] = "ftp://x"
+    data["episodes"][2]["length"] = "long"
+    for i in range(30):
+        data["episodes"][100 + i]["seed"] = 10**6 + i
+    path = write_json(tmp_path / "bad.json", data)
+    code = main(["submit", path, "--leaderboard", str(tmp_path / "lb")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.splitlines()[0].startswith(f"error: {path} was rejected:")
+    for check in ("format", "schema", "suite", "pins", "complete", "status", "finite", "agent_info"):
+        assert f"[{check}]" in err, check
+    assert "more complete problem(s)" in err  # 60 complete problems: 20 shown, then a count
+    assert not (tmp_path / "lb" / "entries").exists()
+    code = main(["submit", path, "--leaderboard", str(tmp_path / "lb"), "--max-problems", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "more complete problem" not in err and err.count("[complete]") == 60
+
+
+@pytest.mark.parametrize("flag", ["--check-only"])
+def test_check_only(tmp_path, capsys, flag):
+    path = write_json(tmp_path / "ok.json", valid_results())
+    assert main(["submit", path, flag, "--leaderboard", str(tmp_path / "lb")]) == 0
+    assert "every check passed" in capsys.readouterr().out
+    assert not (tmp_path / "lb").exists()
