@@ -24,6 +24,8 @@ __all__ = [
     "ResultsError",
     "ScoringError",
     "AgentLoadError",
+    "LLMError",
+    "LLMTimeoutError",
     "did_you_mean",
 ]
 
@@ -109,3 +111,13 @@ class ScoringError(UserError, ValueError):
 
 class AgentLoadError(UserError):
     """An agent file that cannot be loaded or whose `make_agent` fails."""
+
+
+class LLMError(PolarBenchError):
+    """An LLM backend that failed: a server that is down or answers with an error, a reply that is not
+    a completion, a model file that cannot be loaded. Raised inside ``agent.act``, it fails that episode
+    (status ``agent_error``, with this message), not the evaluation."""
+
+
+class LLMTimeoutError(LLMError, TimeoutError):
+    """An LLM backend that did not answer within its timeout."""
