@@ -1,0 +1,119 @@
+"""PPO training sweeps over (task, seed): every run of an experiment file, in parallel.
+
+    python -m baselines.ppo.sweep baselines/ppo/experiments/example.yaml [--backend local|ray]
+        [--address auto|ray://HOST:PORT] [--workers N]
+
+Each (harness, seed) of the experiment is one `train()` call, run in a spawned worker process
+(``local``) or as a Ray task (``ray``, one CPU each; Ray retries a task whose worker or node dies).
+Every run trains into a private temporary folder and sends its outputs (checkpoint, its JSON
+summary, the CSV learning curve, TensorBoard scalars) back to the driver, which writes them where
+the experiment says: on a cluster, nothing is left behind on the worker machines. The experiment
+file's ``distributed: {backend: ray, num_workers: 4}`` section sets the defaults of the flags.
+Training is seeded, so a run gives the same checkpoint on either backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from .train import Config, load_experiment, train
+
+OUTPUT_FIELDS = ("checkpoint_dir", "curve_dir", "log_dir")
+
+
+def train_isolated(cfg: Config) -> tuple[dict, dict[str, dict[str, bytes]]]:
+    """Train ``cfg`` in a temporary folder; return its summary and its output files by kind."""
+    with tempfile.TemporaryDirectory(prefix="polar_bench_ppo_") as tmp:
+        private = dataclasses.replace(cfg, progress=False,
+                                      **{f: str(Path(tmp) / f) for f in OUTPUT_FIELDS})
+        summary = train(private)
+        files: dict[str, dict[str, bytes]] = {}
+        for f in OUTPUT_FIELDS:
+            root = Path(tmp) / f
+            files[f] = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    summary = {k: v for k, v in summary.items() if k != "checkpoint"}
+    return summary, files
+
+
+def _write_outputs(cfg: Config, files: dict[str, dict[str, bytes]]) -> None:
+    for field, entries in files.items():
+        root = Path(getattr(cfg, field))
+        for rel, data in entries.items():
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(target.name + ".tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+
+
+def run_sweep(configs: list[Config], backend: str = "local", workers: int | None = None,
+              address: str | None = None) -> list[dict]:
+    """Train every config; return the summaries in the configs' order."""
+    if backend == "ray":
+        summaries_and_files = _sweep_ray(configs, workers, address)
+    elif backend == "local":
+        n = max(1, min(workers or os.cpu_count() or 1, len(configs)))
+        with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
+            summaries_and_files = list(pool.map(train_isolated, configs))
+    else:
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+    summaries = []
+    for cfg, (summary, files) in zip(configs, summaries_and_files):
+        _write_outputs(cfg, files)
+        summary["checkpoint"] = str(Path(cfg.checkpoint_dir) / cfg.task / f"run{cfg.seed}.pt")
+        summaries.append(summary)
+    return summaries
+
+
+def _sweep_ray(configs: list[Config], workers: int | None, address: str | None):
+    from polar_bench._optional import require
+
+    ray = require("ray", "ray", "ray sweeps")
+    started_here = False
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+                 **({"num_cpus": workers} if address is None and workers else {}))
+        started_here = True
+    try:
+        task = ray.remote(num_cpus=1, max_retries=2)(train_isolated)
+        return ray.get([task.remote(c) for c in configs])
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+def _distributed_defaults(path: str) -> dict[str, Any]:
+    import yaml
+
+    data = yaml.safe_load(Path(path).read_text()) or {}
+    dist = data.get("distributed") or {}
+    return {"backend": dist.get("backend"), "workers": dist.get("num_workers")}
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    p = argparse.ArgumentParser(prog="python -m baselines.ppo.sweep", description=__doc__.split("\n\n")[0])
+    p.add_argument("experiment", help="a YAML experiment file (see baselines/ppo/experiments/)")
+    p.add_argument("--backend", choices=("local", "ray"), help="default: the file's distributed.backend, else local")
+    p.add_argument("--address", help="with --backend ray: 'auto' or ray://HOST:PORT")
+    p.add_argument("--workers", type=int, help="parallel runs (default: distributed.num_workers, else all CPUs)")
+    args = p.parse_args(argv)
+    defaults = _distributed_defaults(args.experiment)
+    configs = load_experiment(args.experiment)
+    backend = args.backend or defaults["backend"] or "local"
+    summaries = run_sweep(configs, backend, args.workers or defaults["workers"], args.address)
+    print(f"{'task':28s} {'seed':>4s} {'steps':>9s} {'eval return':>12s} {'seconds':>8s}")
+    for s in summaries:
+        print(f"{s['task']:28s} {s['seed']:4d} {s['env_steps']:9d} {s['eval_return_mean']:12.2f} {s['seconds']:8.1f}")
+    return summaries
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
