@@ -1,0 +1,90 @@
+"""The codegen agent: plays the program the search saved for (task, run), in the sandbox, with no LLM.
+
+    python -m polar_bench evaluate baselines/codegen/agent.py --suite v1 --domains classic \
+        --out baselines/codegen/results/classic.json
+
+Programs are read from ``programs/<task>/run<k>.py`` beside this file, or from the folder named by
+the environment variable ``POLAR_BENCH_CODEGEN_PROGRAMS`` (the tests use it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from polar_bench.errors import UserError
+from polar_bench.sandbox import SandboxedPolicy
+
+HERE = Path(__file__).resolve().parent
+
+
+def programs_dir() -> Path:
+    return Path(os.environ.get("POLAR_BENCH_CODEGEN_PROGRAMS") or HERE / "programs")
+
+
+def _search_summary(root: Path) -> dict:
+    """What the saved programs cost: LLM, K, N and tokens, summed over every (task, run)."""
+    records = []
+    for path in sorted(root.glob("**/run*.json")):
+        try:
+            records.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    total = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+    for r in records:
+        for k in total:
+            total[k] += r.get("llm", {}).get(k, 0)
+    total["seconds"] = round(total["seconds"], 1)
+    models = sorted({r.get("llm", {}).get("model", {}).get("model", "?") for r in records})
+    return {
+        "model": models[0] if len(models) == 1 else models,
+        "provider": sorted({r.get("llm", {}).get("model", {}).get("backend", "?") for r in records}),
+        "used_at": "search only (the evaluation runs the saved programs without any LLM)",
+        "candidates": sorted({r.get("candidates") for r in records}),
+        "rounds": sorted({r.get("rounds") for r in records}),
+        "training_episodes": sorted({len(r.get("train_seeds", [])) for r in records}),
+        "search_tokens": total["prompt_tokens"] + total["completion_tokens"],
+        "search_usage": total,
+        "programs": {f"{r['task']}/run{r['run']}": r.get("program_sha256") for r in records},
+    }
+
+
+AGENT_INFO = {
+    "name": "codegen (SmolLM2-135M-Instruct Q4_1, sandboxed program search)",
+    "authors": "polar_bench",
+    "url": "baselines/codegen/README.md",
+    "training_steps": None,
+    "license": "Apache-2.0",
+    "llm": _search_summary(programs_dir()),
+}
+
+
+class CodegenAgent:
+    """Runs one saved program in a `SandboxedPolicy`; a violation fails the episode (agent_error)."""
+
+    def __init__(self, task, run: int, root: Path | None = None):
+        path = (root or programs_dir()) / task.id / f"run{run}.py"
+        if not path.is_file():
+            raise UserError(f"no codegen program for {task.id} run {run} at {path}; run "
+                            f"python -m baselines.codegen.search --tasks '{task.id}' --runs {run + 1}")
+        self.source = path.read_text()
+        self.sha256 = hashlib.sha256(self.source.encode()).hexdigest()
+        self.policy = SandboxedPolicy(self.source, action_space=task.action_space, step_timeout=1.0,
+                                      cpu_seconds=3600, memory_mb=256, max_output_bytes=4096)
+
+    def reset(self, seed):
+        if not self.policy.alive:
+            self.policy.restart()
+        self.policy.reset(seed)
+
+    def act(self, observation, info):
+        return self.policy.act(observation)
+
+    def close(self):
+        self.policy.close()
+
+
+def make_agent(task, run):
+    return CodegenAgent(task, run)

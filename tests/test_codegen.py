@@ -1,0 +1,162 @@
+"""The codegen baseline (baselines/codegen): templates, the search loop with its feedback, saving the
+chosen program, and evaluating it through the CLI with no LLM involved."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import polar_bench  # noqa: E402
+from polar_bench.llm import Completion, LLMClient, make_client  # noqa: E402
+from polar_bench.suite import load_suite  # noqa: E402
+
+from baselines.codegen import search as cg  # noqa: E402
+from baselines.codegen.templates import Template  # noqa: E402
+
+SUITE = ROOT / "tests" / "data" / "suites" / "codegen_tiny.toml"
+GOOD = "    if pole_angle + 0.5 * pole_angular_velocity > 0.0:\n        return 1\n    return 0\n"
+BAD = "    return 0\n"
+
+
+class FakeBackend:
+    """Answers from a list in turn (cycling), keeping the requests; no grammar support."""
+
+    def __init__(self, answers):
+        self.answers = list(answers)
+        self.supports_grammar = False
+        self.identity = {"backend": "fake", "model": "fake", "sha256": "f" * 64}
+        self.requests = []
+
+    def generate(self, request):
+        self.requests.append(request)
+        text = self.answers[(len(self.requests) - 1) % len(self.answers)]
+        return Completion(text=text, prompt_tokens=100, completion_tokens=20, seconds=0.01,
+                          model=self.identity)
+
+
+def cartpole():
+    h = polar_bench.make("gym/CartPole-v1")
+    info = h.task_info
+    h.close()
+    return info
+
+
+def test_template_grammar_names_the_observation_and_assembles_a_program():
+    t = Template(cartpole())
+    assert t.kind == "rules"
+    g = t.grammar()
+    assert '"pole_angle"' in g and "root ::=" in g and 'action ::= "0" | "1"' in g
+    program = t.parse(GOOD)
+    assert program.startswith("def act(observation):\n")
+    assert "pole_angle" in program.splitlines()[1]
+    assert t.parse("    if pole_angle >:\n") is None          # not Python: rejected without running
+    pend = polar_bench.make("gym/Pendulum-v1")
+    tp = Template(pend.task_info)
+    pend.close()
+    assert tp.kind == "linear" and "clip(a0)" in tp.parse("    a0 = -2.0 * sin_theta\n")
+
+
+def test_training_seeds_are_disjoint_from_the_evaluation_seeds():
+    v1 = load_suite("v1")
+    for spec in v1.select(domains=["classic"]):
+        seeds = cg.train_seeds(spec.id, 5, exclude=set(spec.seeds))
+        assert len(set(seeds)) == 5 and not set(seeds) & set(spec.seeds)
+    # an evaluation seed is skipped even if the salted rule produced it
+    first = cg.train_seeds("gym/CartPole-v1", 1)[0]
+    assert first not in cg.train_seeds("gym/CartPole-v1", 3, exclude={first})
+
+
+def test_search_saves_the_best_program_and_the_evaluation_needs_no_llm(tmp_path, monkeypatch):
+    backend = FakeBackend([BAD, GOOD])
+    client = LLMClient(backend)
+    rec = cg.search_task(client, "gym/CartPole-v1", 0, candidates=2, rounds=1, episodes=2,
+                         options={"max_episode_steps": 50})
+    assert [t["mean"] for t in rec["tried"]][1] == 50.0 > rec["tried"][0]["mean"]
+    assert rec["train"]["candidate"] == 1 and GOOD.strip() in rec["program"]
+    assert rec["llm"]["calls"] == 2 and rec["llm"]["prompt_tokens"] == 200
+    path = cg.save(rec, tmp_path / "programs")
+    assert path == tmp_path / "programs" / "gym" / "CartPole-v1" / "run0.py"
+    saved = json.loads(path.with_suffix(".json").read_text())
+    assert saved["train"]["returns"] == [50.0, 50.0] and saved["llm"]["completion_tokens"] == 40
+
+    # Evaluate through the CLI: the agent loads the saved program; any LLM use would fail loudly.
+    monkeypatch.setenv("POLAR_BENCH_CODEGEN_PROGRAMS", str(tmp_path / "programs"))
+    monkeypatch.setenv("POLAR_BENCH_LLM_BACKEND", "openai")
+    monkeypatch.setenv("POLAR_BENCH_LLM_BASE_URL", "http://127.0.0.1:9/v1")   # nothing listens
+    out = tmp_path / "results.json"
+    from polar_bench.cli import main
+    rc = main(["evaluate", str(ROOT / "baselines" / "codegen" / "agent.py"), "--suite", str(SUITE),
+               "--out", str(out), "--workers", "1", "--no-progress"])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    eps = res["episodes"]
+    assert len(eps) == 2 and all(e["status"] == "ok" and e["return"] == 50.0 for e in eps)
+    assert all("llm" not in e for e in eps)
+    info = res["agent"]["info"]["llm"]
+    assert info["search_usage"]["calls"] == 2 and info["candidates"] == [2] and info["rounds"] == [1]
+    assert info["programs"]["gym/CartPole-v1/run0"] == rec["program_sha256"]
+
+
+def test_a_sandbox_violation_is_fed_back_into_the_next_prompt():
+    bad = "```python\nimport socket\n\ndef act(observation):\n    return 0\n```"
+    good = "```python\ndef act(observation):\n    return 1 if observation[2] > 0 else 0\n```"
+    backend = FakeBackend([bad, good])
+    rec = cg.search_task(LLMClient(backend), "gym/CartPole-v1", 0, candidates=1, rounds=2, episodes=1,
+                         mode="free", options={"max_episode_steps": 30})
+    first, second = rec["tried"]
+    assert first["error"].startswith("import: ") and "socket" in first["error"]
+    assert "refused import 'socket'" in second["prompt"]
+    assert "Fix the error" in second["prompt"] and "import socket" in second["prompt"]
+    assert backend.requests[1].messages[-1]["content"] == second["prompt"]
+    assert rec["train"]["error"] is None and rec["train"]["round"] == 1
+
+
+def test_the_refinement_prompt_contains_the_previous_returns():
+    backend = FakeBackend([BAD, GOOD])
+    rec = cg.search_task(LLMClient(backend), "gym/CartPole-v1", 0, candidates=1, rounds=2, episodes=2,
+                         options={"max_episode_steps": 50})
+    first, second = rec["tried"]
+    rets = ", ".join(f"{r:.1f}" for r in first["returns"])
+    assert f"Returns on the training episodes: {rets}" in second["prompt"]
+    assert "return 0" in second["prompt"] and "higher return" in second["prompt"]
+    assert first["prompt"] != second["prompt"] and "previous program" not in first["prompt"]
+
+
+def test_search_with_the_embedded_model_writes_valid_programs():
+    client = make_client("embedded", n_threads=1, trace=False)
+    rec = cg.search_task(client, "gym/CartPole-v1", 0, candidates=1, rounds=1, episodes=1,
+                         options={"max_episode_steps": 20})
+    t = rec["tried"][0]
+    assert t["error"] is None, t["program"]        # the grammar makes every answer a valid program
+    assert 0 < t["mean"] <= 20
+    assert rec["llm"]["calls"] == 1 and rec["llm"]["completion_tokens"] > 0
+    assert rec["llm"]["model"]["model"].startswith("SmolLM2-135M")
+
+
+@pytest.mark.slow
+def test_search_through_the_openai_compatible_backend(server, tmp_path):
+    from baselines.codegen.search import main
+    out = tmp_path / "programs"
+    rc = main(["--suite", str(SUITE), "--runs", "1", "-K", "1", "-N", "2", "--episodes", "1",
+               "--backend", "http", "--base-url", server, "--model", "smollm2", "--grammar",
+               "--out", str(out), "--quiet"])
+    assert rc == 0
+    rec = json.loads((out / "gym" / "CartPole-v1" / "run0.json").read_text())
+    assert rec["llm"]["model"]["backend"] == "openai" and rec["llm"]["calls"] == 2
+    assert all(t["error"] is None for t in rec["tried"])       # the server enforced the grammar
+    assert "Returns on the training episodes" in rec["tried"][1]["prompt"]
+
+
+try:  # the llama.cpp server fixture (skips the module's server tests without the server extra)
+    from test_llm_server import server  # noqa: E402,F401
+except BaseException:  # pytest.skip at import time raises a BaseException subclass
+    @pytest.fixture
+    def server():
+        pytest.skip("llama_cpp.server is not available")
