@@ -160,3 +160,13 @@ except BaseException:  # pytest.skip at import time raises a BaseException subcl
     @pytest.fixture
     def server():
         pytest.skip("llama_cpp.server is not available")
+
+
+def test_example_observations_of_dict_tasks_are_json():
+    import json
+
+    from baselines.codegen.search import example_observations
+
+    for task in ("babyai/GoToRedBall", "nethack/Staircase"):
+        examples = example_observations(task, 5, options={"max_episode_steps": 50} if "nethack" in task else None)
+        assert examples and json.loads(json.dumps(examples))

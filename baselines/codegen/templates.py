@@ -196,6 +196,8 @@ def describe_value(x, digits: int = 3):
         return [round(float(v), digits) for v in x.ravel()]
     if isinstance(x, dict):
         return {k: describe_value(v, digits) for k, v in x.items()}
+    if isinstance(x, np.generic):  # numpy scalars (BabyAI's direction): plain Python for JSON
+        x = x.item()
     if isinstance(x, float):
         return round(x, digits)
     return x
