@@ -25,7 +25,6 @@ from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
-from typing import Any
 
 from . import __version__
 from ._optional import version_of
