@@ -18,20 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from backend_overhead import suite_for  # the one-task suite both benchmarks time
 from polar_bench.evaluate import EvalConfig, run_evaluation
-from polar_bench.suite import parse_suite
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def suite_for(task: str, episodes: int):
-    data = {
-        "suite": {"name": "bench", "version": "0", "seed": 1, "runs": 1, "episodes": episodes},
-        "domains": [{"name": "d", "description": "-", "training": "-", "budget": "-"}],
-        "tasks": [{"id": task, "domain": "d", "low": {"value": 0.0, "source": "-", "measured": False},
-                   "high": {"value": 1.0, "source": "-", "measured": False}}],
-    }
-    return parse_suite(data, "bench")
 
 
 def episodes_per_second(suite, workers: int, tmp: Path) -> float:
@@ -51,7 +41,7 @@ def main() -> None:
     p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--repeats", type=int, default=2)
     args = p.parse_args()
-    suite = suite_for(args.task, args.episodes)
+    suite = suite_for(args.task, {}, args.episodes)
     rates = {1: [], 2: []}
     with tempfile.TemporaryDirectory() as tmp:
         for _ in range(args.repeats):
