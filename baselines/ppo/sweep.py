@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import multiprocessing as mp
 import os
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -56,24 +57,35 @@ def _write_outputs(cfg: Config, files: dict[str, dict[str, bytes]]) -> None:
 
 def run_sweep(configs: list[Config], backend: str = "local", workers: int | None = None,
               address: str | None = None) -> list[dict]:
-    """Train every config; return the summaries in the configs' order."""
+    """Train every config; return the summaries in the configs' order.
+
+    Each run's checkpoint, curve and logs are written as soon as that run finishes, so a sweep that
+    is interrupted keeps every finished run (and later runs can already use them)."""
+    summaries: list[dict | None] = [None] * len(configs)
+
+    def finished(i: int, result: tuple[dict, dict[str, dict[str, bytes]]]) -> None:
+        summary, files = result
+        _write_outputs(configs[i], files)
+        summary["checkpoint"] = str(Path(configs[i].checkpoint_dir) / configs[i].task / f"run{configs[i].seed}.pt")
+        summaries[i] = summary
+        print(json.dumps({"finished": f"{configs[i].task}/run{configs[i].seed}",
+                          "done": sum(s is not None for s in summaries), "of": len(configs),
+                          "eval_return_mean": summary.get("eval_return_mean")}), flush=True)
+
     if backend == "ray":
-        summaries_and_files = _sweep_ray(configs, workers, address)
+        _sweep_ray(configs, workers, address, finished)
     elif backend == "local":
         n = max(1, min(workers or os.cpu_count() or 1, len(configs)))
         with ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("spawn")) as pool:
-            summaries_and_files = list(pool.map(train_isolated, configs))
+            futures = {pool.submit(train_isolated, c): i for i, c in enumerate(configs)}
+            for future in as_completed(futures):
+                finished(futures[future], future.result())
     else:
         raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
-    summaries = []
-    for cfg, (summary, files) in zip(configs, summaries_and_files):
-        _write_outputs(cfg, files)
-        summary["checkpoint"] = str(Path(cfg.checkpoint_dir) / cfg.task / f"run{cfg.seed}.pt")
-        summaries.append(summary)
-    return summaries
+    return [s for s in summaries if s is not None]
 
 
-def _sweep_ray(configs: list[Config], workers: int | None, address: str | None):
+def _sweep_ray(configs: list[Config], workers: int | None, address: str | None, finished) -> None:
     from polar_bench._optional import require
 
     ray = require("ray", "ray", "ray sweeps")
@@ -84,7 +96,11 @@ def _sweep_ray(configs: list[Config], workers: int | None, address: str | None):
         started_here = True
     try:
         task = ray.remote(num_cpus=1, max_retries=2)(train_isolated)
-        return ray.get([task.remote(c) for c in configs])
+        pending = {task.remote(c): i for i, c in enumerate(configs)}
+        while pending:
+            done, _ = ray.wait(list(pending), num_returns=1)
+            for ref in done:
+                finished(pending.pop(ref), ray.get(ref))
     finally:
         if started_here:
             ray.shutdown()
