@@ -380,6 +380,16 @@ class Policy:
         action = action.numpy()
         return action if self.network.discrete else np.clip(action, -1.0, 1.0).astype(np.float32)
 
+    @torch.no_grad()
+    def mode_and_entropy(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The mode actions and the policy's entropy (nats) for a batch: one forward pass. The LLM+PPO
+        agent replans when its executor is uncertain."""
+        obs = self.preprocess(batch, update=False)
+        dist = self.network._distribution(self.network.actor_body(obs))
+        if self.network.discrete:
+            return dist.logits.argmax(-1).numpy(), dist.entropy().numpy()
+        return dist.mean.clamp(-1.0, 1.0).numpy().astype(np.float32), dist.entropy().sum(-1).numpy()
+
 
 def save_checkpoint(path, policy: Policy, *, task_id: str, domain: str, env_steps: int,
                     config: dict, eval_return: float | None) -> None:
