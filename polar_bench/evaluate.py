@@ -390,6 +390,15 @@ def _next_batch(size: int, retry: deque, todo: deque) -> list[tuple[Unit, int]]:
     return batch
 
 
+def _extends(old: dict | None, new: dict) -> bool:
+    """Whether a journal written for identity ``old`` may be resumed by the evaluation ``new``: the
+    same agent file, suite, runs and episode count, and every task of ``old`` among ``new``'s."""
+    if not isinstance(old, dict) or set(old) != set(new):
+        return False
+    same = all(old[k] == new[k] for k in new if k != "tasks")
+    return same and set(old.get("tasks") or ()) <= set(new.get("tasks") or ())
+
+
 class Journal:
     """Append-only JSONL of finished episodes; the first line identifies the evaluation."""
 
@@ -407,7 +416,9 @@ class Journal:
         except OSError as exc:
             raise UserError(f"cannot write the journal {path} ({exc.strerror}); choose a writable --out") from None
         if not self._has_header:
-            self.started = _now()
+            # A new journal, or one of an evaluation of fewer tasks that this one extends (evaluate a
+            # domain first, then the whole suite with the same --out: the finished episodes are kept).
+            self.started = self.started or _now()
             self._write({"journal": 1, "identity": identity, "started": self.started})
 
     def _load(self) -> None:
@@ -426,12 +437,13 @@ class Journal:
             except json.JSONDecodeError:
                 break
             if "journal" in rec:
-                if rec.get("identity") != self.identity:
+                if not _extends(rec.get("identity"), self.identity):
                     raise UserError(
                         f"the journal {self.path} belongs to a different evaluation (another agent file, "
-                        f"suite, task selection or run count); delete it to start afresh, or choose another --out")
-                self._has_header = True
-                self.started = rec.get("started")
+                        f"suite, run count or tasks that are not all in this selection); delete it to "
+                        f"start afresh, or choose another --out")
+                self._has_header = rec.get("identity") == self.identity
+                self.started = self.started or rec.get("started")
             else:
                 self.done.setdefault((rec["task"], rec["run"], rec["index"]), rec)
             good_bytes += len(line) + 1

@@ -359,3 +359,31 @@ def test_failures_with_several_episodes_per_worker(tmp_path, capsys):
     assert [eps[s]["status"] for s in range(10, 17)] == ["ok", "env_error", "agent_error", "agent_error",
                                                           "timeout", "env_error", "ok"]
     assert "died twice" in eps[15]["error"] and "native simulator exploded" in eps[11]["error"]
+
+
+def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, capsys):
+    """Evaluate one task, then the whole suite with the same --out: the first task's episodes are
+    reused (not replayed) and the results equal a single full run's."""
+    agent = str(EXAMPLES / "random_agent.py")
+    ref = str(tmp_path / "ref.json")
+    assert run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "1", "--no-progress"], capsys)[0] == 0
+    out = str(tmp_path / "r.json")
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--tasks", "gym/CartPole-v1",
+                            "--workers", "1", "--no-progress"], capsys)
+    assert code == 0, err
+    journal = tmp_path / "r.episodes.jsonl"
+    first = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    first_episodes = [r for r in first if "journal" not in r]
+    assert first_episodes and {r["task"] for r in first_episodes} == {"gym/CartPole-v1"}
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--workers", "1", "--no-progress"], capsys)
+    assert code == 0, err
+    assert _returns(out) == _returns(ref)
+    lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
+    episodes = [r for r in lines if "journal" not in r]
+    assert episodes[:len(first_episodes)] == first_episodes          # kept, not replayed
+    keys = [(r["task"], r["run"], r["index"]) for r in episodes]
+    assert len(keys) == len(set(keys)) == len(read_results(ref).episodes)
+    # the other way round (a journal with more tasks than the selection) is refused
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--tasks", "gym/CartPole-v1",
+                            "--workers", "1", "--no-progress"], capsys)
+    assert code == 2 and "belongs to a different evaluation" in err
