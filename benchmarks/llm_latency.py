@@ -1,4 +1,5 @@
-"""LLM latency: constrained decisions per second with the embedded model, cache hits against misses.
+"""LLM latency: constrained decisions per second with the embedded model, cache hits against misses,
+and evaluation episodes per second of the LLM+PPO agent against plain PPO.
 
 Every decision is one `LLMClient.complete` call choosing one of five skills (`Choices`, decoded under
 its grammar) from a prompt of about 80 tokens that changes at every decision, as an LLM planner's
@@ -13,9 +14,13 @@ would. Rows:
 The model is loaded (and hashed) before timing. Times are wall-clock (``time.perf_counter``) on
 whatever else the machine is doing; run it on an idle machine for figures to quote.
 
-Usage: python benchmarks/llm_latency.py [--decisions 50] [--threads 1] [--model PATH] [--json out.json]
+The second table plays the same episodes (seeds 0..E-1 of each task) with baselines/llm_ppo/agent.py
+and baselines/ppo/agent.py, alternating agents episode by episode in this one process, and prints
+episodes per second of each and their ratio, with the LLM+PPO agent's decisions per episode. (The
+LLM+PPO agent loads the model through ``make_client()``: POLAR_BENCH_LLM_* variables apply.)
 
-(The LLM+PPO agent's evaluation episodes per second against plain PPO come in a later part.)
+Usage: python benchmarks/llm_latency.py [--decisions 50] [--threads 1] [--model PATH] [--json out.json]
+       [--episodes 5] [--tasks babyai/GoToLocal nethack/Score]
 """
 
 from __future__ import annotations
@@ -59,12 +64,65 @@ def timed(client, n: int, **kwargs) -> dict:
             "fallbacks": u["fallbacks"]}
 
 
+def play(agent, task_id: str, seed: int, text: bool) -> int:
+    """One episode; its length."""
+    import polar_bench
+
+    with polar_bench.make(task_id, text=text) as env:
+        obs, info = env.reset(seed=seed)
+        if hasattr(agent, "reset"):
+            agent.reset(seed)
+        steps, done = 0, False
+        while not done:
+            obs, _, term, trunc, info = env.step(agent.act(obs, info))
+            steps, done = steps + 1, term or trunc
+    return steps
+
+
+def agents_side_by_side(tasks: list[str], episodes: int) -> dict:
+    """Episodes per second of LLM+PPO and PPO on the same seeds, alternating agents per episode."""
+    import importlib.util
+    from pathlib import Path
+
+    import polar_bench
+
+    root = Path(__file__).resolve().parents[1]
+    mods = {}
+    for name in ("ppo", "llm_ppo"):
+        spec = importlib.util.spec_from_file_location(f"bench_{name}_agent", root / "baselines" / name / "agent.py")
+        mods[name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mods[name])
+    out = {}
+    for task_id in tasks:
+        with polar_bench.make(task_id) as env:
+            info = env.task_info
+        agents = {name: mods[name].make_agent(info, 0) for name in mods}
+        seconds = {name: 0.0 for name in agents}
+        steps = {name: 0 for name in agents}
+        decisions = 0
+        for seed in range(episodes):
+            for name, agent in agents.items():
+                t0 = time.perf_counter()
+                steps[name] += play(agent, task_id, seed, text=bool(getattr(agent, "wants_text", False)))
+                seconds[name] += time.perf_counter() - t0
+                if name == "llm_ppo":
+                    decisions += agent.episode_info()["llm"]["decisions"]
+        out[task_id] = {"episodes": episodes, "ppo_episodes_per_s": episodes / seconds["ppo"],
+                        "llm_ppo_episodes_per_s": episodes / seconds["llm_ppo"],
+                        "ratio": seconds["ppo"] / seconds["llm_ppo"], "decisions_per_episode": decisions / episodes,
+                        "steps_per_episode": {k: v / episodes for k, v in steps.items()}}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--decisions", type=int, default=50, help="decisions per row (default 50)")
     ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads (default 1)")
     ap.add_argument("--model", default=None, help="a GGUF file (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--json", default=None, help="also write the figures to this file")
+    ap.add_argument("--episodes", type=int, default=5, help="episodes per task and agent in the agent table")
+    ap.add_argument("--tasks", nargs="*", default=["babyai/GoToLocal", "nethack/Score"],
+                    help="tasks of the agent table (none: skip it)")
     args = ap.parse_args(argv)
 
     from polar_bench._optional import version_of
@@ -101,10 +159,20 @@ def main(argv=None) -> int:
               f"{r['completion_tokens']:11.1f} {r['cache_hits']:5d}")
     speedup = rows["cache hit"]["decisions_per_s"] / rows["cache miss"]["decisions_per_s"]
     print(f"\ncache: hit rate over both passes {hit_rate:.0%}; a hit is {speedup:.0f}x faster than a miss")
+    side = agents_side_by_side(args.tasks, args.episodes) if args.tasks else {}
+    if side:
+        head = f"\n{'evaluation episodes/s':24s} {'PPO':>8s} {'LLM+PPO':>8s} {'ratio':>7s} {'decisions/ep':>13s} {'steps/ep':>15s}"
+        print(head)
+        print("-" * (len(head) - 1))
+        for task_id, r in side.items():
+            st = r["steps_per_episode"]
+            print(f"{task_id:24s} {r['ppo_episodes_per_s']:8.2f} {r['llm_ppo_episodes_per_s']:8.2f} "
+                  f"{r['ratio']:7.3f} {r['decisions_per_episode']:13.1f} {st['ppo']:7.0f}/{st['llm_ppo']:<7.0f}")
+        print("ratio: LLM+PPO episodes/s over PPO's, same seeds; steps/ep: PPO/LLM+PPO")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": ident, "threads": args.threads, "load_seconds": load_s, "hash_seconds": hash_s,
-                       "rows": rows, "cache_hit_rate": hit_rate}, f, indent=2)
+                       "rows": rows, "cache_hit_rate": hit_rate, "agents": side}, f, indent=2)
     return 0
 
 

@@ -36,7 +36,7 @@ from baselines.ppo.networks import load_checkpoint  # noqa: E402
 from polar_bench.errors import UserError  # noqa: E402
 
 CONFIG = {
-    "replan_every": {"babyai": 16, "nethack": 200},   # k: steps of one skill before the LLM replans
+    "replan_every": {"babyai": 16, "nethack": 250},   # k: steps of one skill before the LLM replans
     "replan_entropy": None,      # replan when the executor's entropy (nats) exceeds this; None: never
     "history": 4,                # skills (and how they ended) shown to the LLM
     "max_options": 8,            # BabyAI menu size

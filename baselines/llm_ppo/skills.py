@@ -182,7 +182,7 @@ class BabyAISkill:
 
 # blstats indices (NLE nethack/botl): depth, gold, hunger state
 BL_HP, BL_HPMAX, BL_DEPTH, BL_GOLD, BL_TIME, BL_HUNGER = 10, 11, 12, 13, 20, 21
-HUNGER = ("not hungry", "satiated", "hungry", "weak", "fainting", "fainted", "starved")
+HUNGER = ("satiated", "not hungry", "hungry", "weak", "fainting", "fainted", "starved")  # u.uhs
 FOLLOW_TASK = "follow the task"
 NETHACK_SKILLS = {             # skill -> the v1 task whose PPO policy carries it out
     "explore": "Scout",
