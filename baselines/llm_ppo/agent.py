@@ -32,7 +32,7 @@ import torch  # noqa: E402
 
 from baselines.llm_ppo import skills as S  # noqa: E402
 from baselines.ppo import agent as ppo_agent  # noqa: E402
-from baselines.ppo.networks import load_checkpoint  # noqa: E402
+from baselines.ppo.networks import load_checkpoint, plays_sampled  # noqa: E402
 from polar_bench.errors import UserError  # noqa: E402
 
 CONFIG = {
@@ -108,8 +108,10 @@ class LLMPPOAgent:
     ``episode_info``); ``policies(name)`` gives the executor's ``observation -> (action, entropy)``
     for a level/task name of the agent's domain."""
 
-    def __init__(self, task, run: int, llm, policies, cfg: dict | None = None):
+    def __init__(self, task, run: int, llm, policies, cfg: dict | None = None,
+                 generator: torch.Generator | None = None):
         self.task, self.run, self.llm, self.policies = task, run, llm, policies
+        self.generator = generator    # the executors' sampling generator, seeded per episode
         self.wants_text = task.domain == "babyai"   # NetHack's prompt is built from the observation
         self.cfg = cfg or config()
         self.domain = task.domain
@@ -123,6 +125,8 @@ class LLMPPOAgent:
 
     def reset(self, seed: int) -> None:
         self.llm.reset(seed, task=self.task.id, run=self.run)
+        if self.generator is not None:
+            self.generator.manual_seed(int(seed))
         self.skill, self.history, self.step, self.decisions, self.last_entropy = None, [], 0, 0, None
 
     def episode_info(self) -> dict:
@@ -180,10 +184,10 @@ class LLMPPOAgent:
         return int(action)
 
 
-def _executor(task, run: int):
+def _executor(task, run: int, generator: torch.Generator | None = None):
     """``policies(name)`` for a domain: the PPO policy of ``<domain>/<name>`` as
-    ``observation -> (mode action, entropy)``, with the spaces of ``task`` (a skill domain's tasks
-    share them)."""
+    ``observation -> (action, entropy)``, with the spaces of ``task`` (a skill domain's tasks share
+    them). The action is the mode, or sampled with ``generator`` (NetHack, as the PPO agent plays)."""
     import dataclasses
 
     def policies(name: str):
@@ -191,7 +195,7 @@ def _executor(task, run: int):
         policy = _policy(other, run)
 
         def act(observation):
-            actions, entropy = policy.mode_and_entropy(policy.preprocess.stack([observation]))
+            actions, entropy = policy.act_and_entropy(policy.preprocess.stack([observation]), generator)
             return int(actions[0]), float(entropy[0])
         return act
     return policies
@@ -201,8 +205,9 @@ def make_agent(task, run):
     torch.set_num_threads(1)
     if task.domain not in SKILL_DOMAINS or not task.has_text:
         return ppo_agent.make_agent(task, run)
-    policies = _executor(task, run)
-    agent = LLMPPOAgent(task, run, _client(), policies)
+    generator = torch.Generator() if plays_sampled(task.observation_space) else None
+    policies = _executor(task, run, generator)
+    agent = LLMPPOAgent(task, run, _client(), policies, generator=generator)
     # load every executor now, so that a missing checkpoint fails at start-up with its command
     names = ({agent.name, "GoToLocal"} if task.domain == "babyai"
              else {agent.name, *S.NETHACK_SKILLS.values()})

@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from baselines.ppo.networks import load_checkpoint  # noqa: E402
+from baselines.ppo.networks import load_checkpoint, plays_sampled  # noqa: E402
 
 
 
@@ -59,7 +59,8 @@ AGENT_INFO = {
 
 class PPOAgent:
     """Plays a trained PPO policy. ``deterministic`` (the default) plays the mode action; otherwise
-    actions are sampled from a generator seeded by ``reset(seed)``."""
+    actions are sampled from a generator seeded by ``reset(seed)`` (``make_agent`` samples on
+    Procgen and NetHack, where the mode action gets stuck)."""
 
     def __init__(self, policy, *, deterministic: bool = True):
         self.policy = policy
@@ -82,4 +83,5 @@ def make_agent(task, run):
         raise FileNotFoundError(f"no PPO checkpoint at {path}; train it with "
                                 f"python -m baselines.ppo.train --task {task.id} --seed {run}")
     policy, _ = load_checkpoint(path, task.observation_space, task.action_space)
-    return PPOAgent(policy)
+    # Procgen and NetHack: sampled actions, seeded by each episode's seed (networks.plays_sampled)
+    return PPOAgent(policy, deterministic=not plays_sampled(task.observation_space))

@@ -57,6 +57,17 @@ def observation_kind(space: spaces.Space) -> str:
     return "vector"
 
 
+# Procgen and NetHack policies are played by sampling from the policy (with a generator seeded by the
+# episode seed, so still reproducible): their mode action gets stuck (NetHack: walking into the same
+# wall for the whole episode; -10 on Score where the sampled policy scores above random).
+SAMPLED_KINDS = ("image", "nethack")
+
+
+def plays_sampled(space: spaces.Space) -> bool:
+    """Whether a policy for this observation space is evaluated by sampling (else: the mode action)."""
+    return observation_kind(space) in SAMPLED_KINDS
+
+
 class RunningMeanStd:
     """Running mean and variance of a stream of batches (Chan et al.'s parallel update), float64."""
 
@@ -381,14 +392,20 @@ class Policy:
         return action if self.network.discrete else np.clip(action, -1.0, 1.0).astype(np.float32)
 
     @torch.no_grad()
-    def mode_and_entropy(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
-        """The mode actions and the policy's entropy (nats) for a batch: one forward pass. The LLM+PPO
-        agent replans when its executor is uncertain."""
+    def act_and_entropy(self, batch: Any, generator: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Actions (the mode, or sampled with ``generator``) and the policy's entropy (nats) for a
+        batch, in one forward pass. The LLM+PPO agent replans when its executor is uncertain."""
         obs = self.preprocess(batch, update=False)
         dist = self.network._distribution(self.network.actor_body(obs))
-        if self.network.discrete:
-            return dist.logits.argmax(-1).numpy(), dist.entropy().numpy()
-        return dist.mean.clamp(-1.0, 1.0).numpy().astype(np.float32), dist.entropy().sum(-1).numpy()
+        entropy = dist.entropy() if self.network.discrete else dist.entropy().sum(-1)
+        if generator is not None:
+            action = _sample(dist, generator)
+        else:
+            action = dist.logits.argmax(-1) if self.network.discrete else dist.mean
+        action = action.numpy()
+        if not self.network.discrete:
+            action = np.clip(action, -1.0, 1.0).astype(np.float32)
+        return action, entropy.numpy()
 
 
 def save_checkpoint(path, policy: Policy, *, task_id: str, domain: str, env_steps: int,

@@ -43,7 +43,7 @@ from gymnasium.vector import AutoresetMode
 import polar_bench
 from polar_bench.suite import load_suite
 
-from .networks import (ObservationPreprocessor, Policy, RunningMeanStd, build_network,
+from .networks import (ObservationPreprocessor, Policy, RunningMeanStd, build_network, plays_sampled,
                        save_checkpoint)
 
 HERE = Path(__file__).resolve().parent
@@ -274,19 +274,27 @@ def make_optimizer(network: torch.nn.Module, learning_rate: float) -> torch.opti
 # ---------------------------------------------------------------------------------------------
 
 class Evaluator:
-    """Plays the policy's mode action on one harness per evaluation seed, all in lockstep (one
-    batched forward pass per step), the same way ``agent.py`` plays it under ``evaluate``."""
+    """Plays the policy on one harness per evaluation seed, all in lockstep, the same way
+    ``agent.py`` plays it under ``evaluate``: the mode action (one batched forward pass per step), or,
+    for Procgen and NetHack (`networks.plays_sampled`), actions sampled with a generator per episode
+    seeded by that seed."""
 
     def __init__(self, task_id: str, options: dict, seeds: list[int]):
         self.seeds = seeds
         self.envs = [polar_bench.make(task_id, **options) for _ in seeds]
+        self.sampled = plays_sampled(self.envs[0].observation_space) if self.envs else False
 
     def __call__(self, policy: Policy) -> np.ndarray:
         returns = np.zeros(len(self.seeds))
         obs = [env.reset(seed=s)[0] for env, s in zip(self.envs, self.seeds)]
+        generators = [torch.Generator().manual_seed(int(s)) for s in self.seeds]
         active = list(range(len(self.envs)))
         while active:
-            actions = policy.act(policy.preprocess.stack([obs[i] for i in active]))
+            if self.sampled:  # one row at a time, each with its episode's generator (as agent.py)
+                actions = [policy.act(policy.preprocess.stack([obs[i]]), deterministic=False,
+                                      generator=generators[i])[0] for i in active]
+            else:
+                actions = policy.act(policy.preprocess.stack([obs[i] for i in active]))
             still = []
             for i, action in zip(active, actions):
                 obs[i], reward, terminated, truncated, _ = self.envs[i].step(action)
