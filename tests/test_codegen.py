@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import polar_bench  # noqa: E402
+from polar_bench.errors import LLMError  # noqa: E402
 from polar_bench.llm import Completion, LLMClient, make_client  # noqa: E402
 from polar_bench.suite import load_suite  # noqa: E402
 
@@ -170,3 +171,25 @@ def test_example_observations_of_dict_tasks_are_json():
     for task in ("babyai/GoToRedBall", "nethack/Staircase"):
         examples = example_observations(task, 5, options={"max_episode_steps": 50} if "nethack" in task else None)
         assert examples and json.loads(json.dumps(examples))
+
+
+class FailingOnceBackend(FakeBackend):
+    """Refuses its second request as llama.cpp refuses a prompt longer than the context."""
+
+    def generate(self, request):
+        if len(self.requests) == 1:
+            self.requests.append(request)
+            raise LLMError("the embedded model refused the request: Requested tokens (2124) exceed "
+                           "context window of 2048")
+        return super().generate(request)
+
+
+def test_an_llm_failure_fails_that_candidate_and_the_search_goes_on():
+    backend = FailingOnceBackend([GOOD])
+    rec = cg.search_task(LLMClient(backend), "gym/CartPole-v1", 0, candidates=1, rounds=3, episodes=1,
+                         options={"max_episode_steps": 20})
+    tried = rec["tried"]
+    assert len(tried) == 3 and tried[1]["program"] is None and "exceed context window" in tried[1]["error"]
+    assert tried[0]["mean"] == tried[2]["mean"] == 20.0 and rec["train"]["mean"] == 20.0
+    # after the failure the candidate starts afresh: round 2's prompt is a first prompt, not a refinement
+    assert backend.requests[2].messages == backend.requests[0].messages

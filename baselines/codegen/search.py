@@ -24,7 +24,8 @@ from typing import Any, Callable
 import numpy as np
 
 import polar_bench
-from polar_bench.llm import Grammar, LLMClient, call_seed, make_client
+from polar_bench.errors import LLMError
+from polar_bench.llm import EmbeddedBackend, Grammar, LLMClient, Recorder, call_seed, make_client
 from polar_bench.sandbox import SandboxedPolicy, SandboxViolation
 from polar_bench.suite import SEED_BOUND, load_suite
 from polar_bench.task_info import TaskInfo
@@ -231,8 +232,19 @@ def search_task(client: LLMClient, task_id: str, run: int, *, candidates: int = 
                 messages = first_prompt(task, template, examples)
             else:
                 messages = refine_prompt(task, template, examples, lineage[k], best)
-            out = client.complete(messages, constraint=constraint, seed=call_seed(run, call, task_id),
-                                  temperature=temperature, max_tokens=max_tokens)
+            try:
+                out = client.complete(messages, constraint=constraint, seed=call_seed(run, call, task_id),
+                                      temperature=temperature, max_tokens=max_tokens)
+            except LLMError as exc:
+                # e.g. a refinement prompt longer than the model's context: this candidate fails with
+                # the reason, and its next round starts afresh; the search goes on.
+                call += 1
+                score = Score(error=f"llm: {exc}")
+                lineage[k] = None
+                tried.append({"round": r, "candidate": k, "prompt": messages[-1]["content"],
+                              "program": None, **score.to_json()})
+                log(f"{task_id} run {run} round {r} cand {k}: no program (llm: {exc})")
+                continue
             call += 1
             program = template.parse(out.text)
             if program is None:
@@ -277,7 +289,10 @@ def save(record: dict, root: Path = PROGRAMS) -> Path:
 
 def make_llm(args) -> LLMClient:
     if args.backend == "embedded":
-        return make_client("embedded", model=args.model, n_threads=args.threads, trace=False)
+        # 4096 tokens of context: refinement prompts (task, examples, previous program, feedback) of
+        # tasks with many observation components exceed the default 2048 (SmolLM2 was trained to 8192).
+        return LLMClient(EmbeddedBackend(args.model, n_ctx=4096, n_threads=args.threads),
+                         recorder=Recorder(trace=False))
     return make_client("openai", base_url=args.base_url, model=args.model or "default",
                        grammar=args.grammar, trace=False)
 
