@@ -184,3 +184,14 @@ def test_smoke_checkpoints_evaluate_through_agent_py(smoke_checkpoints, tmp_path
     for task in FAMILIES:
         returns = [e["return"] for e in episodes if e["task"] == task]
         assert np.mean(returns) == pytest.approx(summaries[task]["eval_return_mean"], abs=1e-6), task
+
+
+def test_summarize_tables_a_results_file_per_task():
+    from baselines.ppo.summarize import table
+    random_results = HERE.parent / "baselines" / "random" / "results-v1.json"
+    text = table(random_results, against=random_results)
+    rows = [line for line in text.splitlines()[2:]]
+    assert len(rows) == 38                           # every v1 task, in the suite's order
+    cartpole = rows[0].split(" | ")
+    assert cartpole[0] == "| gym/CartPole-v1" and cartpole[-1] == cartpole[3] + " |"  # same file: same score
+    assert abs(float(cartpole[3])) < 0.1             # the random agent defines CartPole's low reference
