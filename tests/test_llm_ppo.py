@@ -241,3 +241,11 @@ def test_embedded_planner_always_returns_a_menu_skill():
                 break
     usage = agent.episode_info()["llm"]
     assert usage["calls"] >= 1 and usage["invalid"] == 0 and usage["fallbacks"] == 0
+
+
+def test_the_prompt_carries_the_first_sentence_of_the_description():
+    mod = _agent_module()
+    assert mod.goal_sentence("Collect gold: the reward is gold; -0.01 per step. (NetHack 3.6)") == \
+        "Collect gold: the reward is gold;"
+    assert mod.goal_sentence("Go to an object. More text.") == "Go to an object."
+    assert len(mod.goal_sentence("x" * 500)) == 200

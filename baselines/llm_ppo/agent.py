@@ -36,7 +36,7 @@ from baselines.ppo.networks import load_checkpoint, plays_sampled  # noqa: E402
 from polar_bench.errors import UserError  # noqa: E402
 
 CONFIG = {
-    "replan_every": {"babyai": 16, "nethack": 250},   # k: steps of one skill before the LLM replans
+    "replan_every": {"babyai": 16, "nethack": 500},   # k: steps of one skill before the LLM replans
     "replan_entropy": None,      # replan when the executor's entropy (nats) exceeds this; None: never
     "history": 4,                # skills (and how they ended) shown to the LLM
     "max_options": 8,            # BabyAI menu size
@@ -103,6 +103,15 @@ def _client():
     return _CLIENT
 
 
+def goal_sentence(description: str, limit: int = 200) -> str:
+    """The first sentence of a task description (at most ``limit`` characters): every prompt token
+    costs decision time on a CPU, and the rest of a description (reward details, versions) does not
+    help choose a skill."""
+    text = " ".join(description.split())
+    cut = min((i for i in (text.find(". "), text.find("; ")) if i > 0), default=len(text))
+    return text[:min(cut + 1, limit)].rstrip()
+
+
 class LLMPPOAgent:
     """The two layers. ``llm`` is an `LLMClient` (anything with ``reset``, ``seed_for``, ``choose``,
     ``episode_info``); ``policies(name)`` gives the executor's ``observation -> (action, entropy)``
@@ -145,7 +154,7 @@ class LLMPPOAgent:
         return [
             {"role": "system", "content": "You are the planner of a game-playing agent. You pick the "
                                           "skill the agent should carry out next."},
-            {"role": "user", "content": f"Goal: {self.task.description.strip()[:400]}\n\n"
+            {"role": "user", "content": f"Goal: {goal_sentence(self.task.description)}\n\n"
                                         f"Skills:\n{options}\n\nRecent skills:\n{recent}\n\n"
                                         f"Now:\n{now}\n\nAnswer with exactly one skill from the list."}]
 
