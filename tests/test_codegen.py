@@ -193,3 +193,11 @@ def test_an_llm_failure_fails_that_candidate_and_the_search_goes_on():
     assert tried[0]["mean"] == tried[2]["mean"] == 20.0 and rec["train"]["mean"] == 20.0
     # after the failure the candidate starts afresh: round 2's prompt is a first prompt, not a refinement
     assert backend.requests[2].messages == backend.requests[0].messages
+
+
+def test_answers_have_room_for_every_action_component():
+    """The linear template writes one line per action component: 96 tokens cannot hold six."""
+    backend = FakeBackend(["    a0 = 0.5 * x0\n"])
+    rec = cg.search_task(LLMClient(backend), "dmc/cheetah-run", 0, candidates=1, rounds=1, episodes=1,
+                         max_tokens=96, max_steps=5)
+    assert backend.requests[0].max_tokens >= 6 * 48 and rec["llm"]["max_tokens"] >= 6 * 48

@@ -216,6 +216,10 @@ def search_task(client: LLMClient, task_id: str, run: int, *, candidates: int = 
     task = harness.task_info
     harness.close()
     template = Template(task, mode)
+    if template.kind == "linear":
+        # one line of up to three weighted terms per action component: 96 tokens cut the answer
+        # short (and so made every candidate invalid) on 6-dimensional actions (cheetah, walker)
+        max_tokens = max(max_tokens, 48 * int(task.action_space.shape[0]))
     seeds = train_seeds(task_id, episodes, exclude=evaluation_seeds(task_id))
     examples = example_observations(task_id, seeds[0], options=options)
     gbnf = template.grammar()
