@@ -252,8 +252,11 @@ def _training_steps(info: Any) -> int | None:
     return None
 
 
-def agent_scores(source: Any, label: str | None = None) -> AgentScores:
+def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] | None = None) -> AgentScores:
     """Normalize the episodes of one results file (a path, a `Results` or the raw dict).
+
+    ``domains`` keeps only the tasks of those domains (e.g. to compare agents on the domains they
+    share); the scores are then marked non-standard.
 
     Raises `ResultsError` for a file that is not consistent with its own suite: unknown task, run out
     of range, duplicate episode, non-finite return of a successful episode, ``high == low``.
@@ -287,6 +290,15 @@ def agent_scores(source: Any, label: str | None = None) -> AgentScores:
             raise ResultsError(f"{where}: the suite lists task {tid} twice")
         refs[tid] = (domain, float(low), float(high), n_ep)
         order.append(tid)
+
+    if domains is not None:
+        present = list(dict.fromkeys(refs[t][0] for t in order))
+        unknown = [d for d in domains if d not in present]
+        if unknown:
+            raise ScoringError(f"{where}: the results' suite has no domain {', '.join(map(repr, unknown))}; "
+                               f"its domains: {', '.join(present)}")
+        order = [t for t in order if refs[t][0] in domains]
+        episodes = [e for e in episodes if isinstance(e, Mapping) and e.get("task") in set(order)]
 
     runs = config.get("runs")
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
@@ -360,7 +372,8 @@ def agent_scores(source: Any, label: str | None = None) -> AgentScores:
         name=name, label=label or name, path=path, runs=runs, tasks=tuple(tasks), domains=domains,
         suite={k: suite.get(k) for k in ("name", "version", "hash")},
         training_steps=_training_steps(agent.get("info")),
-        comparable=bool(data.get("comparable", True)), standard=bool(data.get("standard", True)),
+        comparable=bool(data.get("comparable", True)),
+        standard=bool(data.get("standard", True)) and domains is None,
         failures=tuple(failures), llm=_llm_usage(episodes), timing=_timing(episodes))
 
 
@@ -383,10 +396,10 @@ def _timing(episodes: list) -> dict:
     return out
 
 
-def load_agents(paths: Sequence[Any]) -> list[AgentScores]:
-    """`agent_scores` of every file, with labels made unique: an agent name shared by several files
-    gets its training steps (when they differ) or the file name appended."""
-    agents = [agent_scores(p) for p in paths]
+def load_agents(paths: Sequence[Any], domains: Sequence[str] | None = None) -> list[AgentScores]:
+    """`agent_scores` of every file (only ``domains``, if given), with labels made unique: an agent
+    name shared by several files gets its training steps (when they differ) or the file name appended."""
+    agents = [agent_scores(p, domains=domains) for p in paths]
     by_name = defaultdict(list)
     for a in agents:
         by_name[a.name].append(a)

@@ -319,3 +319,24 @@ def test_report_without_matplotlib(tmp_path, capsys, monkeypatch):
     assert code == 2 and 'pip install "polar_bench[plot]"' in err
     code, _, err = run(["report", a, "--out", str(tmp_path / "out"), "--no-plots", *FAST], capsys)
     assert code == 0, err
+
+
+def test_domains_restrict_scores_and_comparisons_to_shared_domains(tmp_path, capsys):
+    """Agents evaluated on different tasks compare on the domains they share with --domains."""
+    full = make_results("full", two_domains(1), domains=DOMAINS)
+    partial_scores = {t: v for t, v in two_domains(2).items() if DOMAINS[t] == "classic"}
+    partial = make_results("partial", partial_scores, domains=DOMAINS)
+    partial["suite"]["tasks"] = full["suite"]["tasks"]          # same suite, control never played
+    a = write_results(tmp_path / "full.json", full)
+    b = write_results(tmp_path / "partial.json", partial)
+    code, out, _ = run(["compare", a, b, *FAST, "--poi-reps", "200"], capsys)
+    assert code == 0 and "control" in out and "missing" in out    # partial's control: all missing
+    code, out, err = run(["compare", a, b, *FAST, "--poi-reps", "200", "--domains", "classic"], capsys)
+    assert code == 0, err
+    assert "only the domains classic" in out and "control" not in out
+    code, out, _ = run(["score", a, *FAST, "--json", "--domains", "classic"], capsys)
+    data = json.loads(out)
+    assert [t["task"] for t in data["tasks"]] == ["gym/A-v0", "gym/B-v0", "gym/C-v0"]
+    assert data["standard"] is False
+    code, _, err = run(["score", a, *FAST, "--domains", "nethack"], capsys)
+    assert code == 2 and "no domain 'nethack'" in err and "classic, control" in err and "\n" not in err.strip()

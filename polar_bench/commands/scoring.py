@@ -37,6 +37,9 @@ def _common(p, poi: bool = False, profiles: bool = False) -> None:
                    help="aggregate over domains with errored or missing episodes, leaving those episodes "
                         "out of their run's mean (marked * in the tables)")
     g.add_argument("--digits", type=int, default=3, help="decimals in the tables (default: %(default)s)")
+    g.add_argument("--domains", nargs="+", default=None, metavar="DOMAIN",
+                   help="only the tasks of these domains, e.g. to compare agents on the domains they share "
+                        "(the aggregates are then not the suite's standard ones)")
 
 
 def register(sub) -> None:
@@ -211,7 +214,7 @@ def _stats_json(args) -> dict:
 
 def score(args) -> int:
     _check_args(args)
-    agent = analysis.agent_scores(args.results)
+    agent = analysis.agent_scores(args.results, domains=args.domains)
     scopes = _aggregate(agent, args)
     if args.json:
         print(_dumps({**_agent_json(agent, scopes), "statistics": _stats_json(args),
@@ -226,17 +229,20 @@ def score(args) -> int:
     return 0
 
 
-def _load_many(paths: list[str], at_least: int, command: str) -> tuple[list, list[str]]:
+def _load_many(paths: list[str], at_least: int, command: str,
+               domains: list[str] | None = None) -> tuple[list, list[str]]:
     if len(paths) < at_least:
         raise UserError(f"{command} needs at least {at_least} results files; got {len(paths)}")
-    agents = analysis.load_agents(paths)
+    agents = analysis.load_agents(paths, domains=domains)
     notes = analysis.check_same_tasks(agents)
+    if domains:
+        notes.append(f"only the domains {', '.join(domains)}: not the suite's standard aggregates")
     return agents, notes
 
 
 def compare(args) -> int:
     _check_args(args)
-    agents, notes = _load_many(args.results, 2, "compare")
+    agents, notes = _load_many(args.results, 2, "compare", args.domains)
     results, pairs = _scores_and_pairs(agents, args, "compare")
     if args.json:
         print(_dumps({"agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results)],
@@ -265,8 +271,9 @@ def _leaderboard_report(args) -> int:
     from .leaderboard import ranking_options
     from ..leaderboard import markdown_table, render_tables
 
-    if args.task_bootstrap or args.allow_incomplete or args.gamma != 1.0:
-        raise UserError("--task-bootstrap, --allow-incomplete and --gamma do not apply to a leaderboard folder")
+    if args.task_bootstrap or args.allow_incomplete or args.gamma != 1.0 or args.domains:
+        raise UserError("--task-bootstrap, --allow-incomplete, --gamma and --domains do not apply to a "
+                        "leaderboard folder")
     tables = [t for _, t in render_tables(args.results[0], ranking_options(args))]
     fmt = args.format or "markdown"
 
@@ -293,7 +300,7 @@ def report_command(args) -> int:
                         "aggregates table)")
     if args.tau_max is not None and not math.isfinite(args.tau_max):
         raise UserError(f"--tau-max must be a finite number; got {args.tau_max}")
-    agents_all, notes = _load_many(args.results, 1, "report")
+    agents_all, notes = _load_many(args.results, 1, "report", args.domains)
     if not args.out:
         agents = analysis.final_budget(agents_all)
         results = [(a.label, _aggregate(a, args)) for a in agents]
