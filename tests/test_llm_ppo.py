@@ -150,7 +150,7 @@ def _task(task_id):
 def test_planner_is_asked_at_start_every_k_steps_and_when_a_skill_ends():
     mod = _agent_module()
     task = _task("babyai/GoToLocal")
-    llm = ScriptedLLM(lambda menu: next(m for m in menu if m.startswith("go to")))
+    llm = ScriptedLLM(lambda menu: next((m for m in menu if m.startswith("go to")), menu[0]))
     policies = lambda name: (lambda obs: (S.FORWARD, 0.1))  # noqa: E731
     agent = mod.LLMPPOAgent(task, 0, llm, policies, cfg={**mod.CONFIG, "replan_every": {"babyai": 3}})
     agent.reset(7)
@@ -249,3 +249,14 @@ def test_the_prompt_carries_the_first_sentence_of_the_description():
         "Collect gold: the reward is gold;"
     assert mod.goal_sentence("Go to an object. More text.") == "Go to an object."
     assert len(mod.goal_sentence("x" * 500)) == 200
+
+
+def test_the_menu_offers_no_skill_that_would_end_at_once():
+    """A skill already achieved would end after one step, again and again (one LLM call per step)."""
+    obs = {"image": _view({S.FRONT: RED_BALL, (0, 0): BLUE_KEY}), "direction": 0, "mission": "go to the red ball"}
+    menu = S.babyai_menu(obs)
+    assert "go to the red ball" not in menu and "pick up the red ball" in menu and "go to the blue key" in menu
+    door = {"image": _view({S.FRONT: GREY_DOOR_OPEN}), "direction": 0, "mission": "open the grey door"}
+    assert not any("grey door" in m for m in S.babyai_menu(door))
+    closed = {"image": _view({S.FRONT: GREY_DOOR_CLOSED}), "direction": 0, "mission": "open the grey door"}
+    assert "open the grey door" in S.babyai_menu(closed)

@@ -100,10 +100,14 @@ def babyai_menu(observation: dict, max_options: int = 8) -> list[str]:
     held = carrying(image)
     if held is not None:
         menu.append("drop the object you carry")
+    front = image[FRONT]
     for t in targets:
-        menu.append(f"go to the {t.words()}")
+        here = t.matches(int(front[0]), int(front[1]))
+        if not here:             # "go to" a thing already in front would end at once, every step
+            menu.append(f"go to the {t.words()}")
         if t.kind == "door":
-            menu.append(f"open the {t.words()}")
+            if not (here and int(front[2]) == 0):    # nor "open" the open door in front
+                menu.append(f"open the {t.words()}")
         elif held is None:
             menu.append(f"pick up the {t.words()}")
     return menu[:max_options]
