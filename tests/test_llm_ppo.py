@@ -260,3 +260,22 @@ def test_the_menu_offers_no_skill_that_would_end_at_once():
     assert not any("grey door" in m for m in S.babyai_menu(door))
     closed = {"image": _view({S.FRONT: GREY_DOOR_CLOSED}), "direction": 0, "mission": "open the grey door"}
     assert "open the grey door" in S.babyai_menu(closed)
+
+
+def test_the_llm_budget_per_episode_caps_decisions():
+    """A planner that alternates two one-step skills would ask the LLM at every step: after
+    max_decisions calls the agent follows the mission with the level's own policy."""
+    mod = _agent_module()
+    task = _task("babyai/GoToLocal")
+    llm = ScriptedLLM(lambda menu: "drop the object you carry" if "drop the object you carry" in menu
+                      else "pick up the red ball")
+    calls = []
+    policies = lambda name: (lambda obs: (calls.append(name), (S.FORWARD, 0.1))[1])  # noqa: E731
+    cfg = {**mod.CONFIG, "max_decisions": {"babyai": 3}}
+    agent = mod.LLMPPOAgent(task, 0, llm, policies, cfg=cfg)
+    agent.reset(0)
+    empty = {"image": _view({}), "direction": 0, "mission": "go to the red ball"}
+    held = {"image": _view({}, carried=RED_BALL), "direction": 0, "mission": "go to the red ball"}
+    for i in range(20):
+        agent.act(held if i % 2 else empty, {})       # every skill "ends" after one step
+    assert len(llm.menus) == 3 and agent.skill.text == S.FOLLOW_MISSION and calls[-1] == "GoToLocal"

@@ -38,6 +38,7 @@ from polar_bench.errors import UserError  # noqa: E402
 CONFIG = {
     "replan_every": {"babyai": 16, "nethack": 500},   # k: steps of one skill before the LLM replans
     "replan_entropy": None,      # replan when the executor's entropy (nats) exceeds this; None: never
+    "max_decisions": {"babyai": 8, "nethack": 12},   # LLM calls per episode; then follow the mission/task
     "history": 4,                # skills (and how they ended) shown to the LLM
     "max_options": 8,            # BabyAI menu size
 }
@@ -160,9 +161,14 @@ class LLMPPOAgent:
 
     def replan(self, observation, info) -> None:
         menu = self.menu(observation)
-        choice = self.llm.choose(self.prompt(observation, info.get("text"), menu), menu,
-                                 seed=self.llm.seed_for(self.step))
-        self.decisions += 1
+        if self.decisions >= int(self.cfg["max_decisions"][self.domain]):
+            # The episode's LLM budget is spent (the 135M model can alternate two one-step skills,
+            # e.g. pick up / drop, asking for a decision at every step): play the task's own policy.
+            choice = menu[0]
+        else:
+            choice = self.llm.choose(self.prompt(observation, info.get("text"), menu), menu,
+                                     seed=self.llm.seed_for(self.step))
+            self.decisions += 1
         if self.domain == "babyai":
             self.skill = S.BabyAISkill(choice, self.policies, self.name, self.k)
         else:
