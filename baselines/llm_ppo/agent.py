@@ -38,7 +38,7 @@ from polar_bench.errors import UserError  # noqa: E402
 CONFIG = {
     "replan_every": {"babyai": 16, "nethack": 500},   # k: steps of one skill before the LLM replans
     "replan_entropy": None,      # replan when the executor's entropy (nats) exceeds this; None: never
-    "max_decisions": {"babyai": 8, "nethack": 12},   # LLM calls per episode; then follow the mission/task
+    "max_decisions": {"babyai": 4, "nethack": 12},   # LLM calls per episode; then follow the mission/task
     "history": 4,                # skills (and how they ended) shown to the LLM
     "max_options": 8,            # BabyAI menu size
 }
