@@ -210,7 +210,8 @@ def test_domains_without_skills_play_plain_ppo():
     mod = _agent_module()
     from baselines.ppo.agent import PPOAgent
     agent = mod.make_agent(_task("gym/CartPole-v1"), 0)
-    assert isinstance(agent, PPOAgent)          # no LLM is loaded for classic, dmc or procgen
+    assert isinstance(agent.agent, PPOAgent)    # no LLM is loaded for classic, dmc or procgen
+    assert agent.episode_info()["llm"]["calls"] == 0 and agent.episode_info()["llm"]["seconds"] == 0.0
 
 
 def test_config_override(monkeypatch):

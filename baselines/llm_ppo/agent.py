@@ -216,10 +216,28 @@ def _executor(task, run: int, generator: torch.Generator | None = None):
     return policies
 
 
+class PlainPPO:
+    """The PPO agent on a domain without skills; reports zero LLM usage, so that every episode of
+    this LLM agent carries its (here empty) LLM record, as submissions require."""
+
+    def __init__(self, agent):
+        self.agent = agent
+
+    def reset(self, seed: int) -> None:
+        self.agent.reset(seed)
+
+    def act(self, observation, info):
+        return self.agent.act(observation, info)
+
+    def episode_info(self) -> dict:
+        from polar_bench.llm import USAGE_KEYS
+        return {"llm": {k: 0.0 if k == "seconds" else 0 for k in USAGE_KEYS}}
+
+
 def make_agent(task, run):
     torch.set_num_threads(1)
     if task.domain not in SKILL_DOMAINS or not task.has_text:
-        return ppo_agent.make_agent(task, run)
+        return PlainPPO(ppo_agent.make_agent(task, run))
     generator = torch.Generator() if plays_sampled(task.observation_space) else None
     policies = _executor(task, run, generator)
     agent = LLMPPOAgent(task, run, _client(), policies, generator=generator)
