@@ -163,8 +163,12 @@ class Template:
                     "observation variables, for example\n    a0 = -1.5 * <variable> + 0.3 * <variable>\n"
                     f"for a0 to a{n - 1}; each a<i> is clipped to [-1, 1] (the full range of that component).")
         if self.kind == "sequence":
-            return ("Write only one line: a list of up to six actions that the agent repeats in a cycle, e.g.\n"
-                    "    actions = [2, 2, 0]")
+            # Placeholders, not numbers: with a concrete example ("[2, 2, 0]") the 135M model copied it in
+            # 9 of 15 BabyAI searches, whatever the task's actions were.
+            a = self.task.action_space.n
+            return ("Write only one line: a list of one to six actions that the agent repeats in a cycle:\n"
+                    "    actions = [<action>, <action>, ...]\n"
+                    f"where <action> is an integer from 0 to {a - 1}; choose the actions that serve the task.")
         return ("Write the complete Python program in one ```python block. It must define "
                 "def act(observation): ... returning a valid action. Only these imports are allowed: "
                 "math, random, numpy, collections, itertools, functools.")
