@@ -99,10 +99,15 @@ def test_search_saves_the_best_program_and_the_evaluation_needs_no_llm(tmp_path,
     res = json.loads(out.read_text())
     eps = res["episodes"]
     assert len(eps) == 2 and all(e["status"] == "ok" and e["return"] == 50.0 for e in eps)
-    assert all("llm" not in e for e in eps)
+    # every episode says it used no LLM (an entry of an LLM agent needs token counts on each episode)
+    assert all(e["llm"]["calls"] == 0 and e["llm"]["prompt_tokens"] == 0 for e in eps)
     info = res["agent"]["info"]["llm"]
     assert info["search_usage"]["calls"] == 2 and info["candidates"] == [2] and info["rounds"] == [1]
     assert info["programs"]["gym/CartPole-v1/run0"] == rec["program_sha256"]
+    # the training budget is the search's environment steps: 2 candidates x 2 episodes
+    steps = sum(t["steps"] for t in rec["tried"])
+    assert res["agent"]["info"]["training_steps"] == {"classic": steps}
+    assert res["agent"]["info"]["training_steps_per_task"] == {"gym/CartPole-v1": steps}
 
 
 def test_a_sandbox_violation_is_fed_back_into_the_next_prompt():

@@ -51,12 +51,34 @@ def _search_summary(root: Path) -> dict:
     }
 
 
+def _search_steps(root: Path) -> tuple[dict, dict]:
+    """Environment steps the search played (every candidate's training episodes): per task (the
+    largest over runs) and per domain (the largest task of the domain, as the PPO baseline reports)."""
+    per_task: dict[str, int] = {}
+    for path in sorted(root.glob("**/run*.json")):
+        try:
+            r = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        steps = sum(int(t.get("steps") or 0) for t in r.get("tried", []))
+        per_task[r["task"]] = max(per_task.get(r["task"], 0), steps)
+    per_domain: dict[str, int] = {}
+    for task, steps in per_task.items():
+        domain = DOMAIN_OF_FAMILY.get(task.split("/")[0], task.split("/")[0])
+        per_domain[domain] = max(per_domain.get(domain, 0), steps)
+    return per_domain, per_task
+
+
+DOMAIN_OF_FAMILY = {"gym": "classic"}  # task ids are <family>/<name>; suite v1 names gym's domain classic
+_PER_DOMAIN, _PER_TASK = _search_steps(programs_dir())
+
 AGENT_INFO = {
     "name": "codegen (SmolLM2-135M-Instruct Q4_1, sandboxed program search)",
-    "authors": "polar_bench",
-    "url": "baselines/codegen/README.md",
-    "training_steps": None,
-    "license": "Apache-2.0",
+    "authors": ["polar_bench maintainers"],
+    "url": "https://github.com/polar-bench/polar_bench/tree/main/baselines/codegen",
+    "training_steps": _PER_DOMAIN,             # steps of the search's training episodes, largest task per domain
+    "training_steps_per_task": _PER_TASK,
+    "license": "MIT",
     "llm": _search_summary(programs_dir()),
 }
 
@@ -81,6 +103,12 @@ class CodegenAgent:
 
     def act(self, observation, info):
         return self.policy.act(observation)
+
+    def episode_info(self) -> dict:
+        """No LLM at evaluation: the program was written before it (AGENT_INFO['llm'] has the search's
+        usage). Every episode says so, as an LLM agent's episodes must carry their token counts."""
+        from polar_bench.llm import USAGE_KEYS
+        return {"llm": {k: 0.0 if k == "seconds" else 0 for k in USAGE_KEYS}}
 
     def close(self):
         self.policy.close()
