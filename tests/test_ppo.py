@@ -195,3 +195,21 @@ def test_summarize_tables_a_results_file_per_task():
     cartpole = rows[0].split(" | ")
     assert cartpole[0] == "| gym/CartPole-v1" and cartpole[-1] == cartpole[3] + " |"  # same file: same score
     assert abs(float(cartpole[3])) < 0.1             # the random agent defines CartPole's low reference
+
+
+def test_training_writes_tensorboard_events_and_scalars(tmp_path):
+    """The [train] extra installs tensorboard: the run's folder gets an events file with the scalars."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ppo.main(["--task", "gym/CartPole-v1", "--steps", "256", "--seed", "0", "--num-envs", "2",
+              "--num-steps", "64", "--eval-every", "128", "--eval-episodes", "1", "--suite", SMOKE,
+              *_dirs(tmp_path)])
+    run = tmp_path / "logs" / "gym" / "CartPole-v1" / "seed0"
+    assert list(run.glob("events.out.tfevents.*")), sorted(p.name for p in run.iterdir())
+    acc = EventAccumulator(str(run))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"eval/return_mean", "train/episode_return", "losses/value"} <= tags
+    assert [e.step for e in acc.Scalars("eval/return_mean")][-1] == 256
+    assert "eval/return_mean" in (run / "scalars.csv").read_text()
