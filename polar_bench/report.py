@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import textwrap
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -483,9 +484,27 @@ def _style(ax) -> None:
     ax.grid(axis="x", alpha=0.3, linewidth=0.6)
 
 
+ROW_LABEL_CHARS = 48   # row labels of interval plots wrap at this width
+LEGEND_SIDE_CHARS = 24  # longer labels go below the axes: on the right they squeeze the axes to nothing
+
+
 def _legend(ax) -> None:
-    """A legend outside the axes, on the right, so that it never hides data."""
-    ax.legend(fontsize=FONT_SIZE - 1, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    """A legend outside the axes, so that it never hides data: on the right, or below the axes in one
+    column when a label is long (agent names such as "codegen (SmolLM2-135M-Instruct Q4_1, ...)"),
+    the figure growing to hold it when the axes own their figure."""
+    _, labels = ax.get_legend_handles_labels()
+    longest = max((len(label) for label in labels), default=0)
+    if longest <= LEGEND_SIDE_CHARS:
+        ax.legend(fontsize=FONT_SIZE - 1, frameon=False, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        return
+    fig = ax.figure
+    if len(fig.axes) > 1:  # one of several axes (the caller's figure): below these axes only
+        ax.legend(fontsize=FONT_SIZE - 1, frameon=False, loc="upper center", bbox_to_anchor=(0.5, -0.15))
+        return
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(max(width, 0.075 * longest + 1.0), height + 0.3 + 0.2 * len(labels))
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=FONT_SIZE - 1, frameon=False,
+               loc="outside lower center", ncols=1)
 
 
 def plot_intervals(estimates: Mapping[str, Estimate | None], ax=None, *, colors=None, xlabel: str = "",
@@ -493,7 +512,13 @@ def plot_intervals(estimates: Mapping[str, Estimate | None], ax=None, *, colors=
     """Horizontal interval bars with the point estimate marked, one row per label (top to bottom).
     Labels without an estimate are left empty."""
     labels = list(estimates)
-    ax = _new_ax(ax, 4.0, 0.5 + 0.45 * len(labels))
+    # Row labels wrapped at 48 characters, with room beside the plot for the longest line: long agent
+    # names (and "P(a > b)" of two of them) would otherwise squeeze the plot to nothing.
+    shown = ["\n".join(textwrap.wrap(label, ROW_LABEL_CHARS)) or label for label in labels]
+    lines = [line for label in shown for line in label.splitlines()] if show_labels else []
+    longest = max((len(line) for line in lines), default=0)
+    extra = max(len(label.splitlines()) for label in shown) - 1 if shown else 0
+    ax = _new_ax(ax, max(4.0, 2.0 + 0.07 * longest), 0.5 + (0.45 + 0.2 * extra) * len(labels))
     colors = colors or agent_colors(labels)
     for i, label in enumerate(labels):
         est = estimates[label]
@@ -506,7 +531,7 @@ def plot_intervals(estimates: Mapping[str, Estimate | None], ax=None, *, colors=
         ax.axvline(reference, color="gray", linestyle="--", linewidth=1)
     ax.margins(x=0.08)
     ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels(labels[::-1] if show_labels else [], fontsize=FONT_SIZE)
+    ax.set_yticklabels(shown[::-1] if show_labels else [], fontsize=FONT_SIZE)
     ax.set_ylim(-0.6, len(labels) - 0.4)
     ax.set_xlabel(xlabel, fontsize=FONT_SIZE)
     if title:
@@ -576,7 +601,8 @@ def plot_probability_of_improvement(pairs: Sequence[tuple[str, str, Estimate | N
     if colors is None:
         base = agent_colors(list(dict.fromkeys(x for x, _, _ in pairs)))
         colors = {lab: base[x] for lab, (x, _, _) in zip(labels, pairs)}
-    ax = _new_ax(ax, 5.5, 0.9 + 0.45 * len(pairs))
+    longest = max((len(line) for lab in labels for line in textwrap.wrap(lab, ROW_LABEL_CHARS)), default=0)
+    ax = _new_ax(ax, max(5.5, 3.0 + 0.07 * longest), 0.9 + 0.85 * len(pairs))
     plot_intervals(estimates, ax, colors=colors, xlabel="probability of improvement",
                    title="Probability of improvement", reference=0.5)
     ax.set_xlim(0, 1)

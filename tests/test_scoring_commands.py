@@ -292,6 +292,31 @@ def test_report_tables_and_plots(tmp_path, capsys):
             assert first[key] == second[key], key
 
 
+def test_plots_of_long_agent_names_keep_their_axes(tmp_path, capsys):
+    """A legend or row labels of long agent names once squeezed the axes to nothing (matplotlib's
+    "constrained_layout not applied" warning and a cut-off legend): they now wrap or go below."""
+    import warnings
+
+    long_a = "codegen (SmolLM2-135M-Instruct Q4_1, sandboxed program search)"
+    long_b = "llm+ppo (SmolLM2-135M-Instruct planner, PPO skills)"
+    a = write_results(tmp_path / "a.json", make_results(long_a, two_domains(0, 10.0), domains=DOMAINS))
+    b = write_results(tmp_path / "b.json", make_results(long_b, two_domains(1), domains=DOMAINS))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*constrained_layout not applied.*")
+        code, _, err = run(["report", a, b, "--out", str(tmp_path / "out"), *FAST, "--poi-reps", "100",
+                            "--profile-reps", "50"], capsys)
+    assert code == 0, err
+    from polar_bench import report
+    profile, _ = analysis.profiles([analysis.agent_scores(a), analysis.agent_scores(b)], reps=50, seed=0)
+    ax = report.plot_performance_profile(profile)
+    fig = ax.figure
+    fig.canvas.draw()
+    box = ax.get_window_extent()
+    assert box.width > 0.5 * fig.bbox.width and box.height > 0.4 * fig.bbox.height
+    legend = fig.legends[0].get_window_extent()
+    assert legend.x0 >= 0 and legend.x1 <= fig.bbox.width and legend.y1 <= box.y0  # whole, below the axes
+
+
 def test_report_sample_efficiency(tmp_path, capsys):
     files = [write_results(tmp_path / f"ppo_{k}.json",
                            make_results("ppo", two_domains(k, 10.0 * k), domains=DOMAINS, training_steps=k * 10**5))
