@@ -142,7 +142,10 @@ def test_committed_leaderboard_is_consistent(capsys):
     """leaderboard/ holds the baselines; its tables are what `report leaderboard/` computes now."""
     board = ROOT / "leaderboard"
     entries = load_entries(board)
-    assert {"random", "ppo"} <= {e.name for e in entries} and any(e.name.startswith("llm+ppo") for e in entries)
+    names = {e.name for e in entries}
+    assert {"random", "ppo"} <= names and any(n.startswith("llm+ppo") for n in names)
+    assert any(n.startswith("codegen") for n in names)  # the four baselines are the first entries
+    assert all(e.verifications() and e.verifications()[-1]["passed"] for e in entries)
     code, out, _ = run(["report", board, "--format", "latex"], capsys)
     assert code == 0 and out == (board / "leaderboard-v1.tex").read_text()
     assert (board / "site" / "index.html").is_file() and (ROOT / "docs" / "leaderboard.png").is_file()

@@ -468,6 +468,7 @@ table { border-collapse: collapse; margin: 0.5rem 0 0.8rem; font-size: 0.85rem; 
 caption { text-align: left; font-weight: 600; padding-bottom: 0.3rem; }
 th, td { border-bottom: 1px solid var(--line); padding: 0.3rem 0.5rem; text-align: left; white-space: nowrap;
          font-variant-numeric: tabular-nums; }
+td:has(> a[href^="entry-"]) { white-space: normal; min-width: 16em; max-width: 22em; }  /* long agent names wrap */
 thead th { background: var(--head); position: sticky; top: 0; }
 th button { all: unset; cursor: pointer; font-weight: 600; }
 th button:focus-visible { outline: 2px solid var(--link); }
