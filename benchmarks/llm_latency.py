@@ -14,7 +14,8 @@ would. Rows:
 The model is loaded (and hashed) before timing. Times are wall-clock (``time.perf_counter``) on
 whatever else the machine is doing; run it on an idle machine for figures to quote.
 
-The second table plays the same episodes (seeds 0..E-1 of each task) with baselines/llm_ppo/agent.py
+The second table plays the same episodes (the first E of suite v1's evaluation seeds of each task,
+with the suite's task options, through `evaluate`'s episode loop) with baselines/llm_ppo/agent.py
 and baselines/ppo/agent.py, alternating agents episode by episode in this one process, and prints
 episodes per second of each and their ratio, with the LLM+PPO agent's decisions per episode. (The
 LLM+PPO agent loads the model through ``make_client()``: POLAR_BENCH_LLM_* variables apply.)
@@ -64,19 +65,18 @@ def timed(client, n: int, **kwargs) -> dict:
             "fallbacks": u["fallbacks"]}
 
 
-def play(agent, task_id: str, seed: int, text: bool) -> int:
-    """One episode; its length."""
+def play(agent, spec, seed: int) -> int:
+    """One episode as `evaluate` plays it (the suite's task options, e.g. NetHack's 1000-step limit,
+    and its episode loop); its length."""
     import polar_bench
+    from polar_bench.evaluate import run_episode
 
-    with polar_bench.make(task_id, text=text) as env:
-        obs, info = env.reset(seed=seed)
-        if hasattr(agent, "reset"):
-            agent.reset(seed)
-        steps, done = 0, False
-        while not done:
-            obs, _, term, trunc, info = env.step(agent.act(obs, info))
-            steps, done = steps + 1, term or trunc
-    return steps
+    with polar_bench.make(spec.id, **dict(spec.options)) as env:
+        env.request_text(bool(getattr(agent, "wants_text", False)) and env.task_info.has_text)
+        record = run_episode(env, agent, seed, None, None)
+    if record["status"] != "ok":
+        raise RuntimeError(f"{spec.id} seed {seed}: {record['status']}: {record['error']}")
+    return record["length"]
 
 
 def agents_side_by_side(tasks: list[str], episodes: int) -> dict:
@@ -93,17 +93,19 @@ def agents_side_by_side(tasks: list[str], episodes: int) -> dict:
         mods[name] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mods[name])
     out = {}
+    suite = polar_bench.load_suite("v1")
     for task_id in tasks:
-        with polar_bench.make(task_id) as env:
+        spec = suite.task(task_id)
+        with polar_bench.make(task_id, **dict(spec.options)) as env:
             info = env.task_info
         agents = {name: mods[name].make_agent(info, 0) for name in mods}
         seconds = {name: 0.0 for name in agents}
         steps = {name: 0 for name in agents}
         decisions = 0
-        for seed in range(episodes):
+        for seed in spec.seeds[:episodes]:
             for name, agent in agents.items():
                 t0 = time.perf_counter()
-                steps[name] += play(agent, task_id, seed, text=bool(getattr(agent, "wants_text", False)))
+                steps[name] += play(agent, spec, seed)
                 seconds[name] += time.perf_counter() - t0
                 if name == "llm_ppo":
                     decisions += agent.episode_info()["llm"]["decisions"]
