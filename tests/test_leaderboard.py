@@ -200,3 +200,25 @@ def test_verify_user_errors(tmp_path, capsys):
     code, _, err = run(["verify", RANDOM_RESULTS, "--agent", RANDOM_AGENT, "--sample", 1, "--tasks", "nope/*"],
                        capsys)
     assert code == 2 and "no successful episode" in err
+
+
+def test_llm_tokens_spent_before_the_evaluation_are_shown_beside_the_per_episode_ones(tmp_path, capsys):
+    """A code-generation agent's LLM runs only in its search: 0 per episode, the search's tokens beside."""
+    data = valid_results("searcher", llm=True)
+    for e in data["episodes"]:
+        e["llm"] = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}
+    data["agent"]["info"]["llm"]["search_tokens"] = 585_281
+    plain = valid_results("plain", seed=2)
+    lb = tmp_path / "lb"
+    for name, d in (("searcher", data), ("plain", plain)):
+        assert main(["submit", write_json(tmp_path / f"{name}.json", d), "--leaderboard", str(lb),
+                     "--date", "2026-12-02"]) == 0
+    build(lb, RankingOptions(reps=200, poi_reps=100), plots=False)
+    rows = {r.split("|")[2].strip(): [c.strip() for c in r.split("|")[1:-1]]
+            for r in (lb / "README.md").read_text().splitlines() if r.startswith("| ") and "---" not in r}
+    assert rows["searcher"][-3] == "0 + 585k before" and rows["plain"][-3] == "—"
+    assert "spent before the evaluation" in (lb / "README.md").read_text()
+    entries = {e["agent"]: e for e in json.loads((lb / "leaderboard.json").read_text())["boards"][0]["entries"]}
+    assert entries["searcher"]["llm_tokens_before_evaluation"] == 585_281
+    assert entries["searcher"]["llm_tokens_per_episode"] == 0
+    assert entries["plain"]["llm_tokens_before_evaluation"] is None

@@ -65,6 +65,20 @@ class Row:
     def label(self) -> str:
         return self.agent.label
 
+    @property
+    def search_tokens(self) -> int | None:
+        """LLM tokens spent before the evaluation (AGENT_INFO["llm"]["search_tokens"]: e.g. writing the
+        programs a code-generation agent then plays without an LLM), or None."""
+        llm = self.info.get("llm")
+        n = llm.get("search_tokens") if isinstance(llm, dict) else None
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
+    def tokens_text(self) -> str:
+        if self.llm_tokens is None:
+            return DASH
+        text = f"{self.llm_tokens:,.0f}"
+        return text if self.search_tokens is None else f"{text} + {steps_text(self.search_tokens)} before"
+
     def estimate(self, scope: str = OVERALL, metric: str = "iqm") -> Estimate | None:
         s = next((x for x in self.scopes if x.scope == scope), None)
         return s.estimates.get(metric) if s else None
@@ -190,7 +204,7 @@ def leaderboard_table(board: Board) -> Table:
         rows.append([rank_text(r), r.label, Value.of(r.estimate()),
                      *(Value.of(r.estimate(d)) for d in board.domains),
                      str(r.agent.runs), steps_text(r.budget_total),
-                     DASH if r.llm_tokens is None else f"{r.llm_tokens:,.0f}",
+                     r.tokens_text(),
                      VERIFIED_TEXT[r.verification], r.entry.submitted])
     ranked = [i for i, r in enumerate(board.rows) if r.rank is not None]
     for j in range(2, 3 + len(board.domains)):
@@ -206,6 +220,10 @@ def leaderboard_table(board: Board) -> Table:
              f"P(leader > entry) ({o.poi_reps:,} replicates) contains 0.5.",
              "Budget: environment steps of training, summed over domains. Verified: yes when a re-run of "
              "a random sample of its episodes reproduced the returns (python -m polar_bench verify)."]
+    if any(r.search_tokens for r in board.rows):
+        notes.append("LLM tokens/ep.: prompt + completion tokens per evaluation episode; a second number (+ N before) "
+                     "counts the tokens the agent's LLM spent before the evaluation, in all (e.g. a code-generation "
+                     "agent's program search; AGENT_INFO llm.search_tokens).")
     if any(r.rank is None for r in board.rows):
         notes.append(f"Rank {DASH}: failed verification; not ranked.")
     s = board.suite
@@ -237,6 +255,7 @@ def board_json(board: Board) -> dict:
             "p_leader_better": r.poi_vs_leader.to_json() if r.poi_vs_leader else None,
             "iqm": {s.scope: s.estimates["iqm"].to_json() for s in r.scopes if "iqm" in s.estimates},
             "runs": r.agent.runs, "training_steps": r.budget, "llm_tokens_per_episode": r.llm_tokens,
+            "llm_tokens_before_evaluation": r.search_tokens,
             "verification": r.verification, "submitted": r.entry.submitted,
             "authors": info.get("authors"), "url": info.get("url"), "license": info.get("license"),
             "llm": info.get("llm"), "results": f"entries/{r.entry.id}/results.json",
