@@ -10,8 +10,9 @@ normalize observations and rewards (SB3 through VecNormalize). The value loss is
 term: SB3 weighs the plain mean squared error by ``vf_coef``, ours weighs half of it, so ours gets
 twice SB3's coefficient; value clipping is off in both (as in rl-zoo's settings for these tasks),
 because the two libraries clip differently (SB3 keeps only the clipped prediction's error, ours
-the larger of the clipped and the plain error, as cleanrl) and no setting makes them equal. Throughput is environment steps per second of
-training (``learn`` for SB3; ours without its evaluations). Each trained policy is then evaluated
+the larger of the clipped and the plain error, as cleanrl) and no setting makes them equal.
+Throughput is environment steps per second of training (``learn`` for SB3; ours without its
+evaluations). Each trained policy is then evaluated
 deterministically on suite v1's evaluation seeds of the task. Runs alternate between the two
 libraries so that background load hits both alike. Prints a table and the ratio (ours / SB3;
 target >= 1.0), and the final returns: the mean over seeds of each seed's evaluation mean, with a

@@ -488,6 +488,15 @@ ROW_LABEL_CHARS = 48   # row labels of interval plots wrap at this width
 LEGEND_SIDE_CHARS = 24  # longer labels go below the axes: on the right they squeeze the axes to nothing
 
 
+def _wrap_labels(labels: Sequence[str]) -> tuple[list[str], int, int]:
+    """Row labels wrapped at `ROW_LABEL_CHARS` (long agent names, and "P(a > b)" of two of them, would
+    squeeze a plot to nothing), the longest line's length and the most lines of one label."""
+    shown = ["\n".join(textwrap.wrap(label, ROW_LABEL_CHARS)) for label in labels]
+    lines = [label.splitlines() for label in shown]
+    longest = max((len(line) for ls in lines for line in ls), default=0)
+    return shown, longest, max((len(ls) for ls in lines), default=1)
+
+
 def _legend(ax) -> None:
     """A legend outside the axes, so that it never hides data: on the right, or below the axes in one
     column when a label is long (agent names such as "codegen (SmolLM2-135M-Instruct Q4_1, ...)"),
@@ -512,13 +521,9 @@ def plot_intervals(estimates: Mapping[str, Estimate | None], ax=None, *, colors=
     """Horizontal interval bars with the point estimate marked, one row per label (top to bottom).
     Labels without an estimate are left empty."""
     labels = list(estimates)
-    # Row labels wrapped at 48 characters, with room beside the plot for the longest line: long agent
-    # names (and "P(a > b)" of two of them) would otherwise squeeze the plot to nothing.
-    shown = ["\n".join(textwrap.wrap(label, ROW_LABEL_CHARS)) or label for label in labels]
-    lines = [line for label in shown for line in label.splitlines()] if show_labels else []
-    longest = max((len(line) for line in lines), default=0)
-    extra = max(len(label.splitlines()) for label in shown) - 1 if shown else 0
-    ax = _new_ax(ax, max(4.0, 2.0 + 0.07 * longest), 0.5 + (0.45 + 0.2 * extra) * len(labels))
+    shown, longest, most_lines = _wrap_labels(labels)   # with room beside the plot for the longest line
+    longest = longest if show_labels else 0
+    ax = _new_ax(ax, max(4.0, 2.0 + 0.07 * longest), 0.5 + (0.45 + 0.2 * (most_lines - 1)) * len(labels))
     colors = colors or agent_colors(labels)
     for i, label in enumerate(labels):
         est = estimates[label]
@@ -601,8 +606,7 @@ def plot_probability_of_improvement(pairs: Sequence[tuple[str, str, Estimate | N
     if colors is None:
         base = agent_colors(list(dict.fromkeys(x for x, _, _ in pairs)))
         colors = {lab: base[x] for lab, (x, _, _) in zip(labels, pairs)}
-    longest = max((len(line) for lab in labels for line in textwrap.wrap(lab, ROW_LABEL_CHARS)), default=0)
-    ax = _new_ax(ax, max(5.5, 3.0 + 0.07 * longest), 0.9 + 0.85 * len(pairs))
+    ax = _new_ax(ax, max(5.5, 3.0 + 0.07 * _wrap_labels(labels)[1]), 0.9 + 0.85 * len(pairs))
     plot_intervals(estimates, ax, colors=colors, xlabel="probability of improvement",
                    title="Probability of improvement", reference=0.5)
     ax.set_xlim(0, 1)
