@@ -110,14 +110,13 @@ def test_version_mismatch_stops_unless_allowed(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------- failures
-FAULTY_AGENT = """
-    import os, time
+# The harness family lives in a trusted plugin file (imported in the workers); the agent file is
+# imported only in its own agent process, so it could not register one there.
+FAULTY_PLUGIN = """
     import numpy as np
     import polar_bench
     from polar_bench import Harness, TaskInfo, Component
     from gymnasium import spaces
-
-    AGENT_INFO = {"name": "faulty"}
 
     class Boom(Harness):
         family = "faulty"
@@ -127,7 +126,7 @@ FAULTY_AGENT = """
         def __init__(self, name, text=False, max_episode_steps=None):
             super().__init__(text=text)
             self._finish_setup(TaskInfo(
-                id="faulty/env", domain="test", description="a test task whose native env crashes on seed 1",
+                id="faulty/env", domain="test", description="a test task whose native env crashes on seed 11",
                 observation_space=spaces.Box(-1, 1, (1,), np.float32), action_space=spaces.Discrete(2),
                 observation_components=(Component("x"),), action_components=(Component("a"), Component("b")),
                 max_episode_steps=20, package="test", package_version="0", text_note="none"))
@@ -137,11 +136,17 @@ FAULTY_AGENT = """
             return np.zeros(1, np.float32), {}
         def _native_step(self, action):
             self.t += 1
-            if self.seed_ == SEEDS[1] and self.t == 3:
+            if self.seed_ == 11 and self.t == 3:
                 raise RuntimeError("native simulator exploded")
             return np.zeros(1, np.float32), 1.0, False, False, {}
 
     polar_bench.register_family("faulty", Boom)
+"""
+
+FAULTY_AGENT = """
+    import os, time
+
+    AGENT_INFO = {"name": "faulty"}
     SEEDS = __SEEDS__
 
     class Agent:
@@ -159,7 +164,7 @@ FAULTY_AGENT = """
                     except Exception:
                         pass
             if self.seed == SEEDS[5]:
-                os._exit(3)  # kills the worker process
+                os._exit(3)  # ends the agent's own process
             return 0
 
     def make_agent(task, run):
@@ -189,10 +194,11 @@ FAULTY_SUITE = """
 
 def test_failures_are_recorded_per_episode_and_the_run_goes_on(tmp_path, capsys):
     agent = write(tmp_path / "agent.py", FAULTY_AGENT.replace("__SEEDS__", "[10, 11, 12, 13, 14, 15, 16]"))
+    plugin = write(tmp_path / "faulty_family.py", FAULTY_PLUGIN)
     suite = write(tmp_path / "faulty.toml", FAULTY_SUITE)
     out = str(tmp_path / "r.json")
     code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--workers", "2",
-                            "--step-timeout", "0.5", "--no-progress"], capsys)
+                            "--harness-plugin", plugin, "--step-timeout", "0.5", "--no-progress"], capsys)
     assert code == 1, err
     eps = {e["seed"]: e for e in read_results(out).episodes}
     assert eps[10]["status"] == "ok" and eps[10]["return"] == 20.0 and eps[10]["length"] == 20
@@ -202,8 +208,10 @@ def test_failures_are_recorded_per_episode_and_the_run_goes_on(tmp_path, capsys)
     assert eps[12]["status"] == "agent_error" and "ZeroDivisionError: agent bug" in eps[12]["error"]
     assert eps[13]["status"] == "agent_error" and "out of range" in eps[13]["error"]
     assert eps[14]["status"] == "timeout" and "step timeout of 0.5 s" in eps[14]["error"]
-    assert eps[15]["status"] == "env_error" and "died twice" in eps[15]["error"]
+    assert eps[15]["status"] == "agent_error" and "agent process ended itself (exit code 3)" in eps[15]["error"]
     assert len(eps) == 7
+    data = read_results(out).data
+    assert data["standard"] is False and data["harness_plugins"][0]["sha256"]
 
 
 # --------------------------------------------------------------------------- determinism and resume
@@ -247,7 +255,8 @@ SLOW_AGENT = """
 def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path, capsys):
     agent = write(tmp_path / "agent.py", SLOW_AGENT)
     ref = str(tmp_path / "ref.json")
-    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "2", "--no-progress"], capsys)
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "2", "--no-progress"],
+                           capsys)
     assert code == 0, err
     out = tmp_path / "r.json"
     journal = tmp_path / "r.episodes.jsonl"
@@ -283,7 +292,7 @@ def test_journal_of_another_evaluation_is_refused(tmp_path, capsys):
     out = str(tmp_path / "r.json")
     assert run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--episodes", "1", "--workers", "1",
                     "--no-progress"], capsys)[0] == 0
-    write(tmp_path / "agent.py", GOOD_AGENT + "\n# changed\n")
+    write(tmp_path / "agent.py", GOOD_AGENT + "    # changed\n")
     code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--episodes", "1"], capsys)
     assert code == 2 and "belongs to a different evaluation" in err
 
@@ -322,25 +331,35 @@ def test_read_results_refuses_unknown_versions_and_bad_files(tmp_path):
 
 
 def test_workers_that_die_at_start_up_stop_the_run_with_one_line(tmp_path, capsys):
-    agent = write(tmp_path / "agent.py", """
+    plugin = write(tmp_path / "plugin.py", """
         import multiprocessing, os
         if multiprocessing.current_process().name != "MainProcess":
             os._exit(5)  # dies in every worker, before any episode
-        def make_agent(task, run):
-            raise AssertionError("never reached")
     """)
     out = tmp_path / "r.json"
-    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", str(out), "--workers", "1",
-                            "--no-progress"], capsys)
+    code, _, err = run_cli(["evaluate", str(EXAMPLES / "random_agent.py"), "--suite", TINY, "--out", str(out),
+                            "--workers", "1", "--harness-plugin", plugin, "--no-progress"], capsys)
     assert code == 2 and "keep dying before finishing any episode (exit code 5)" in err
     assert not out.exists()
+
+
+def test_an_agent_file_that_kills_its_process_at_import_is_one_line(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", """
+        import os
+        os._exit(5)
+    """)
+    out = tmp_path / "r.json"
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", str(out), "--no-progress"], capsys)
+    assert code == 2 and "agent process ended itself (exit code 5) while importing the agent file" in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
 
 
 def test_several_episodes_per_worker_give_the_same_results(tmp_path, capsys):
     ref = str(tmp_path / "ref.json")
     out = str(tmp_path / "lanes.json")
     agent = str(EXAMPLES / "random_agent.py")
-    assert run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "1", "--no-progress"], capsys)[0] == 0
+    assert run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "1", "--no-progress"],
+                   capsys)[0] == 0
     assert run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--workers", "2", "--envs-per-worker", "3",
                     "--no-progress"], capsys)[0] == 0
     assert _returns(out) == _returns(ref)
@@ -349,16 +368,19 @@ def test_several_episodes_per_worker_give_the_same_results(tmp_path, capsys):
 
 def test_failures_with_several_episodes_per_worker(tmp_path, capsys):
     agent = write(tmp_path / "agent.py", FAULTY_AGENT.replace("__SEEDS__", "[10, 11, 12, 13, 14, 15, 16]"))
+    plugin = write(tmp_path / "faulty_family.py", FAULTY_PLUGIN)
     suite = write(tmp_path / "faulty.toml", FAULTY_SUITE)
     out = str(tmp_path / "r.json")
     code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--workers", "1",
-                            "--envs-per-worker", "7", "--step-timeout", "0.5", "--no-progress"], capsys)
+                            "--harness-plugin", plugin, "--envs-per-worker", "7",
+                            "--step-timeout", "0.5", "--no-progress"], capsys)
     assert code == 1, err
     eps = {e["seed"]: e for e in read_results(out).episodes}
-    # the crash (seed 15) kills the batch; its neighbours are retried alone and succeed or fail on their own
+    # the hang (seed 14) and the exit (seed 15) take the shared agent process down with every lane in flight;
+    # those episodes are played again alone and succeed or fail on their own
     assert [eps[s]["status"] for s in range(10, 17)] == ["ok", "env_error", "agent_error", "agent_error",
-                                                          "timeout", "env_error", "ok"]
-    assert "died twice" in eps[15]["error"] and "native simulator exploded" in eps[11]["error"]
+                                                          "timeout", "agent_error", "ok"]
+    assert "exit code 3" in eps[15]["error"] and "native simulator exploded" in eps[11]["error"]
 
 
 def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, capsys):
@@ -366,7 +388,8 @@ def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, ca
     reused (not replayed) and the results equal a single full run's."""
     agent = str(EXAMPLES / "random_agent.py")
     ref = str(tmp_path / "ref.json")
-    assert run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "1", "--no-progress"], capsys)[0] == 0
+    assert run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "1", "--no-progress"],
+                   capsys)[0] == 0
     out = str(tmp_path / "r.json")
     code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--tasks", "gym/CartPole-v1",
                             "--workers", "1", "--no-progress"], capsys)
@@ -375,7 +398,8 @@ def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, ca
     first = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]
     first_episodes = [r for r in first if "journal" not in r]
     assert first_episodes and {r["task"] for r in first_episodes} == {"gym/CartPole-v1"}
-    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--workers", "1", "--no-progress"], capsys)
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--workers", "1", "--no-progress"],
+                           capsys)
     assert code == 0, err
     assert _returns(out) == _returns(ref)
     lines = [json.loads(line) for line in journal.read_text().splitlines() if line.strip()]

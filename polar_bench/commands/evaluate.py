@@ -35,6 +35,17 @@ def register(sub) -> None:
     p.add_argument("--allow-version-mismatch", action="store_true",
                    help="run even if installed versions differ from the suite's pins (results not comparable)")
     p.add_argument("--no-progress", action="store_true", help="plain progress lines even on a terminal")
+    p.add_argument("--in-process", action="store_true",
+                   help="debugging only: import the agent into the evaluation workers instead of a locked-down "
+                        "process of its own; the results are marked not submittable")
+    p.add_argument("--agent-memory", type=int, metavar="MIB",
+                   help="address-space limit of each agent process in MiB (default 8192)")
+    p.add_argument("--agent-network", action="store_true",
+                   help="let the agent process use the host's network (for an LLM endpoint the agent calls); "
+                        "recorded in the results. Without it the agent process has no network at all")
+    p.add_argument("--harness-plugin", action="append", default=[], metavar="FILE",
+                   help="a trusted Python file imported in the evaluation workers before any harness is made, "
+                        "e.g. one that registers a harness family (results marked non-standard); repeatable")
     p.set_defaults(func=run)
 
 
@@ -42,7 +53,7 @@ def run(args) -> int:
     from ..evaluate import EvalConfig, run_evaluation
     from ..suite import load_suite
 
-    for name in ("runs", "episodes", "workers", "envs_per_worker"):
+    for name in ("runs", "episodes", "workers", "envs_per_worker", "agent_memory"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
@@ -57,11 +68,15 @@ def run(args) -> int:
         backend=args.backend, address=args.address, envs_per_worker=args.envs_per_worker,
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
+        in_process=args.in_process, agent_memory_mb=args.agent_memory, agent_network=args.agent_network,
+        harness_plugins=tuple(args.harness_plugin),
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
     )
     data, code = run_evaluation(cfg)
     eps = data["episodes"]
     bad = [e for e in eps if e["status"] != "ok"]
+    if args.in_process:
+        print("note: --in-process: the agent ran inside the evaluation workers; these results cannot be submitted")
     print(f"{len(eps)} episodes on {len(tasks)} tasks x {cfg.runs} runs -> {args.out}"
           + (f"; {len(bad)} failed (see the 'error' of each)" if bad else ""))
     from .. import analysis, report

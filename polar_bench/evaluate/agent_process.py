@@ -1,0 +1,227 @@
+"""The agent process: the only place where an agent file's code runs during ``evaluate`` and ``verify``.
+
+Started by `polar_bench.evaluate.agents.IsolatedAgents` as
+``python -B -m polar_bench.evaluate.agent_process CONFIG_JSON`` in a new session, with a private
+temporary folder as working directory, ``HOME`` and ``TMPDIR``, and two pipes: requests from the
+trusted worker on fd 3, replies on fd 4. Before it imports the agent file it closes every other
+descriptor above 2 and applies `polar_bench.evaluate.lockdown.lock_down`. It holds no environment,
+no journal and no results: only agents, which it builds, resets and asks for actions on request.
+
+Frames are length-prefixed values of the sandbox wire format (`polar_bench.sandbox._wire`): plain
+data and numeric arrays, never pickle, so the worker decodes whatever this process writes without
+running anything. Requests (tag, value):
+
+- ``M`` {slot, task (TaskInfo JSON), run}: build an agent -> {wants_text, batch}
+- ``R`` {slots, seeds}: ``reset(seed)`` per slot -> {errors}
+- ``A`` {slots, observations, infos}: actions -> {actions, errors}; slots that hold an agent with
+  ``act_batch`` are served by one ``act_batch`` call per slot, the others by ``act`` per entry
+- ``I`` slot: ``episode_info()`` -> dict or None (an exception is an error reply)
+- ``C`` slot: ``close()`` and forget the agent
+- ``Q``: exit
+
+Replies: ``O`` value, or ``E`` {error} for a request that failed as a whole. The first frame is
+``H`` {layers, info, pid} after the agent file imported, or ``E`` {error} when it did not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+
+REQ_FD, RESP_FD = 3, 4
+MAX_REQUEST = 1 << 30
+
+
+def _format(exc: BaseException) -> str:
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    text = "".join(tb[-6:])
+    return f"{type(exc).__name__}: {exc}\n{text}"[:8000]
+
+
+class _Pipe:
+    def __init__(self, wire):
+        self.wire = wire
+        self.buf = bytearray()
+
+    def _read_exact(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            chunk = os.read(REQ_FD, max(n - len(self.buf), 1 << 16))
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    def read(self):
+        n = int.from_bytes(self._read_exact(4), "little")
+        if n > MAX_REQUEST:
+            raise EOFError
+        frame = self._read_exact(n)
+        return frame[:1], self.wire.decode(frame, 1)
+
+    def write(self, tag: bytes, value) -> None:
+        try:
+            payload = tag + self.wire.encode(value)
+        except TypeError as exc:
+            payload = b"E" + self.wire.encode({"error": f"the agent returned a value that cannot be sent: {exc}"})
+        data = memoryview(len(payload).to_bytes(4, "little") + payload)
+        while data:
+            data = data[os.write(RESP_FD, data):]
+
+
+def _as_list(actions, n: int) -> list:
+    """``act_batch``'s result as a list of ``n`` per-lane actions (a sequence, or an array with a
+    leading lane axis)."""
+    import numpy as np
+
+    if isinstance(actions, np.ndarray):
+        if actions.ndim == 0 or actions.shape[0] != n:
+            raise ValueError(f"act_batch returned an array of shape {actions.shape} for {n} observations; "
+                             f"return one action per observation (a leading axis of length {n})")
+        return [actions[i] for i in range(n)]
+    actions = list(actions)
+    if len(actions) != n:
+        raise ValueError(f"act_batch returned {len(actions)} actions for {n} observations")
+    return actions
+
+
+class _Server:
+    def __init__(self, module, path: str, pipe: _Pipe):
+        from polar_bench.task_info import TaskInfo
+
+        self.module = module
+        self.path = path
+        self.pipe = pipe
+        self.agents: dict = {}
+        self.task_info = TaskInfo
+
+    def make(self, req: dict):
+        from polar_bench.agent import build_agent
+        from polar_bench.errors import AgentLoadError
+
+        task = self.task_info.from_json(req["task"])
+        try:
+            agent = build_agent(self.module, task, int(req["run"]), self.path)
+        except AgentLoadError as exc:
+            return b"E", {"error": str(exc), "load": True}
+        self.agents[req["slot"]] = agent
+        return b"O", {"wants_text": bool(getattr(agent, "wants_text", False)),
+                      "batch": callable(getattr(agent, "act_batch", None))}
+
+    def reset(self, req: dict):
+        errors: list[str | None] = []
+        for slot, seed in zip(req["slots"], req["seeds"], strict=True):
+            agent = self.agents[slot]
+            try:
+                if hasattr(agent, "reset"):
+                    agent.reset(seed)
+                errors.append(None)
+            except Exception as exc:  # noqa: BLE001 - the agent's failure is reported, not raised
+                errors.append(_format(exc))
+        return b"O", {"errors": errors}
+
+    def act(self, req: dict):
+        slots, observations, infos = req["slots"], req["observations"], req["infos"]
+        actions: list = [None] * len(slots)
+        errors: list = [None] * len(slots)
+        groups: dict = {}
+        for i, slot in enumerate(slots):
+            groups.setdefault(slot, []).append(i)
+        for slot, idx in groups.items():
+            agent = self.agents[slot]
+            batch = getattr(agent, "act_batch", None)
+            if callable(batch):
+                try:
+                    out = _as_list(batch([observations[i] for i in idx], [infos[i] for i in idx]), len(idx))
+                    for i, a in zip(idx, out, strict=True):
+                        actions[i] = a
+                except Exception as exc:  # noqa: BLE001
+                    for i in idx:
+                        errors[i] = _format(exc)
+                continue
+            for i in idx:
+                try:
+                    actions[i] = agent.act(observations[i], infos[i])
+                except Exception as exc:  # noqa: BLE001
+                    errors[i] = _format(exc)
+        return b"O", {"actions": actions, "errors": errors}
+
+    def episode_info(self, slot):
+        agent = self.agents[slot]
+        try:
+            info = agent.episode_info() if hasattr(agent, "episode_info") else None
+        except Exception as exc:  # noqa: BLE001
+            return b"E", {"error": "episode_info() raised " + _format(exc)}
+        return b"O", info
+
+    def close(self, slot):
+        agent = self.agents.pop(slot, None)
+        if agent is not None and hasattr(agent, "close"):
+            try:
+                agent.close()
+            except Exception:  # noqa: BLE001 - a failing close() loses nothing
+                pass
+        return b"O", None
+
+    def serve(self) -> None:
+        handlers = {b"M": self.make, b"R": self.reset, b"A": self.act, b"I": self.episode_info, b"C": self.close}
+        while True:
+            try:
+                tag, value = self.pipe.read()
+            except EOFError:
+                return
+            if tag == b"Q":
+                return
+            handler = handlers.get(tag)
+            if handler is None:
+                self.pipe.write(b"E", {"error": f"unknown request {tag!r}"})
+                continue
+            try:
+                reply = handler(value)
+            except Exception as exc:  # noqa: BLE001 - e.g. a request for a slot that is gone
+                reply = b"E", {"error": _format(exc)}
+            self.pipe.write(*reply)
+
+
+def main() -> None:
+    cfg = json.loads(sys.argv[1])
+    req, resp = int(cfg["req_fd"]), int(cfg["resp_fd"])
+    hi_req, hi_resp = os.dup(req), os.dup(resp)
+    os.dup2(hi_req, REQ_FD)
+    os.dup2(hi_resp, RESP_FD)
+    os.closerange(RESP_FD + 1, 1 << 16)
+
+    from polar_bench.evaluate.lockdown import lock_down
+    from polar_bench.sandbox import _wire
+
+    pipe = _Pipe(_wire)
+    try:
+        layers = lock_down(cfg["workdir"], memory_mb=cfg.get("memory_mb"),
+                           max_processes=int(cfg["max_processes"]), network=bool(cfg.get("network")))
+    except Exception as exc:  # noqa: BLE001 - report, never run the agent half locked down
+        pipe.write(b"E", {"error": f"the agent process could not lock itself down: {_format(exc)}"})
+        return
+
+    from polar_bench.agent import agent_info, load_agent_module
+    from polar_bench.errors import AgentLoadError
+
+    try:
+        module = load_agent_module(cfg["agent_path"])
+        info = agent_info(module)
+        json.dumps(info, allow_nan=False)
+    except AgentLoadError as exc:
+        pipe.write(b"E", {"error": str(exc), "load": True})
+        return
+    except (TypeError, ValueError) as exc:
+        pipe.write(b"E", {"error": f"{cfg['agent_path']}: AGENT_INFO must hold only JSON values (strings, "
+                                   f"numbers, lists, dicts): {exc}", "load": True})
+        return
+    pipe.write(b"H", {"layers": layers, "info": info, "pid": os.getpid()})
+    _Server(module, cfg["agent_path"], pipe).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,469 @@
+"""The trusted side's handle on agents: in a locked-down process of their own, or in-process.
+
+`IsolatedAgents` starts `polar_bench.evaluate.agent_process` and talks to it over two pipes in the
+sandbox wire format: observations and infos go down, actions come back, decoded as plain data and
+numeric arrays (never unpickled) with every frame's size bounded. Every call has a wall-clock
+deadline; past it the process group is killed with SIGKILL, which nothing in it can catch.
+`InProcessAgents` calls the agent objects directly (``--in-process``, for debugging: results made
+that way are marked not submittable). Both give the episode loop (`polar_bench.evaluate.episodes`)
+the same interface, so the two modes run the same code and give the same episodes.
+
+An agent lives in a *slot*: one per lane for agents with ``act`` only; one per (task, run), shared
+by its lanes, for agents with ``act_batch``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..agent import agent_info, build_agent, load_agent_module
+from ..errors import AgentLoadError
+from ..sandbox import _wire
+from ..task_info import TaskInfo
+from .lockdown import AGENT_UID
+
+__all__ = ["AgentGone", "Slot", "IsolatedAgents", "InProcessAgents", "probe_agent", "DEFAULT_AGENT_MEMORY_MB"]
+
+DEFAULT_AGENT_MEMORY_MB = 8192
+DEFAULT_AGENT_PROCESSES = 256
+START_TIMEOUT_S = 300.0  # importing the agent file (torch, a model) may take a while on a loaded machine
+MAX_REPLY_BYTES = 64 << 20
+
+
+class AgentGone(Exception):
+    """The agent process died, hung past its deadline or broke the protocol; it was killed.
+
+    ``kind`` is ``timeout`` or ``agent_error``; ``message`` says what happened."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+@dataclass
+class Slot:
+    id: int
+    wants_text: bool
+    batch: bool
+    generation: int  # the agent process it lives in; a restarted process invalidates its slots
+
+
+def _fmt(exc: BaseException) -> str:
+    import traceback
+
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    return f"{type(exc).__name__}: {exc}\n{''.join(tb[-6:])}"[:8000]
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """A copy of ``value`` that the wire format can carry: unknown objects (an enum, a custom info
+    value of a native environment) become their ``repr``."""
+    if depth > 24:
+        return repr(value)[:1000]
+    if isinstance(value, dict):
+        return {str(k): _plain(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_plain(v, depth + 1) for v in value]
+        return items if isinstance(value, list) else tuple(items)
+    try:
+        _wire.encode(value)
+        return value
+    except TypeError:
+        return repr(value)[:1000]
+
+
+class _SignalTimeout(BaseException):
+    """Raised by SIGALRM inside an in-process agent call; a BaseException so that an agent's
+    ``except Exception`` cannot swallow it."""
+
+
+def _on_alarm(signum, frame):
+    raise _SignalTimeout()
+
+
+class InProcessAgents:
+    """Agents imported into the calling process (``evaluate --in-process``): no isolation at all."""
+
+    mode = "in-process"
+
+    def __init__(self, agent_path: str):
+        self.agent_path = agent_path
+        self.module: Any = None  # the agent module, imported at the first make()
+        self.agents: dict[int, Any] = {}
+        self.layers: dict[str, str] = {"process": "none: the agent runs inside the evaluation worker"}
+        self.generation = 0
+        self._next = 0
+        if hasattr(signal, "SIGALRM"):
+            signal.signal(signal.SIGALRM, _on_alarm)
+
+    def make(self, task: TaskInfo, run: int) -> Slot:
+        if self.module is None:
+            self.module = load_agent_module(self.agent_path)
+        agent = build_agent(self.module, task, run, self.agent_path)
+        self._next += 1
+        self.agents[self._next] = agent
+        return Slot(self._next, bool(getattr(agent, "wants_text", False)),
+                    callable(getattr(agent, "act_batch", None)), self.generation)
+
+    def reset(self, slots: list[Slot], seeds: list[int]) -> list[str | None]:
+        errors: list[str | None] = []
+        for slot, seed in zip(slots, seeds, strict=True):
+            agent = self.agents[slot.id]
+            try:
+                if hasattr(agent, "reset"):
+                    agent.reset(seed)
+                errors.append(None)
+            except Exception as exc:  # noqa: BLE001
+                errors.append(_fmt(exc))
+        return errors
+
+    def act(self, slots: list[Slot], observations: list, infos: list,
+            timeout: float | None) -> tuple[list, list[str | None]]:
+        use_alarm = timeout is not None and hasattr(signal, "setitimer")
+        if timeout is not None and use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, max(timeout, 1e-3))
+        try:
+            return self._act(slots, observations, infos)
+        except _SignalTimeout:
+            raise AgentGone("timeout", "timeout") from None
+        finally:
+            if use_alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _act(self, slots, observations, infos):
+        actions: list = [None] * len(slots)
+        errors: list[str | None] = [None] * len(slots)
+        groups: dict[int, list[int]] = {}
+        for i, slot in enumerate(slots):
+            groups.setdefault(slot.id, []).append(i)
+        for sid, idx in groups.items():
+            agent = self.agents[sid]
+            batch = getattr(agent, "act_batch", None)
+            if callable(batch):
+                try:
+                    out = batch([observations[i] for i in idx], [infos[i] for i in idx])
+                    out = list(out) if not hasattr(out, "shape") else [out[k] for k in range(len(idx))]
+                    if len(out) != len(idx):
+                        raise ValueError(f"act_batch returned {len(out)} actions for {len(idx)} observations")
+                    for i, a in zip(idx, out, strict=True):
+                        actions[i] = a
+                except Exception as exc:  # noqa: BLE001
+                    for i in idx:
+                        errors[i] = _fmt(exc)
+                continue
+            for i in idx:
+                try:
+                    actions[i] = agent.act(observations[i], infos[i])
+                except Exception as exc:  # noqa: BLE001
+                    errors[i] = _fmt(exc)
+        return actions, errors
+
+    def episode_info(self, slot: Slot) -> tuple[dict | None, str | None]:
+        agent = self.agents[slot.id]
+        if not hasattr(agent, "episode_info"):
+            return None, None
+        try:
+            return agent.episode_info() or None, None
+        except Exception as exc:  # noqa: BLE001
+            return None, "episode_info() raised " + _fmt(exc)
+
+    def close_slot(self, slot: Slot) -> None:
+        agent = self.agents.pop(slot.id, None)
+        if agent is not None and hasattr(agent, "close"):
+            try:
+                agent.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def alive(self) -> bool:
+        return True
+
+    def restart(self) -> None:
+        for sid in list(self.agents):
+            self.close_slot(Slot(sid, False, False, self.generation))
+
+    def close(self) -> None:
+        self.restart()
+
+
+class IsolatedAgents:
+    """The agent file loaded in a locked-down process of its own (see `agent_process`)."""
+
+    mode = "process"
+
+    def __init__(self, agent_path: str, *, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,
+                 max_processes: int = DEFAULT_AGENT_PROCESSES, network: bool = False,
+                 start_timeout: float = START_TIMEOUT_S):
+        self.agent_path = os.path.abspath(agent_path)
+        self.memory_mb = memory_mb
+        self.max_processes = max_processes
+        self.network = network
+        self.start_timeout = start_timeout
+        self.layers: dict[str, str] = {}
+        self.info: dict = {}
+        self.generation = 0
+        self._proc: subprocess.Popen | None = None
+        self._workdir: str | None = None
+        self._req = self._resp = -1
+        self._buf = bytearray()
+        self._next = 0
+        self.starts = 0
+
+    # ------------------------------------------------------------------ life cycle
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self) -> None:
+        self.kill()
+        self.generation += 1
+        self.starts += 1
+        self._workdir = tempfile.mkdtemp(prefix="polar_bench_agent_")
+        if os.geteuid() == 0:
+            os.chown(self._workdir, AGENT_UID, AGENT_UID)  # the agent's uid after it drops root
+        req_r, req_w = os.pipe()
+        resp_r, resp_w = os.pipe()
+        cfg = {"req_fd": req_r, "resp_fd": resp_w, "workdir": self._workdir, "agent_path": self.agent_path,
+               "memory_mb": self.memory_mb, "max_processes": self.max_processes, "network": self.network}
+        env = dict(os.environ, HOME=self._workdir, TMPDIR=self._workdir, PYTHONDONTWRITEBYTECODE="1")
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-B", "-m", "polar_bench.evaluate.agent_process", json.dumps(cfg)],
+                stdin=subprocess.DEVNULL, env=env, cwd=self._workdir, pass_fds=(req_r, resp_w),
+                close_fds=True, start_new_session=True)
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+        self._req, self._resp = req_w, resp_r
+        os.set_blocking(self._resp, False)
+        tag, hello = self._receive(time.monotonic() + self.start_timeout, "start")
+        if tag == b"E" and isinstance(hello, dict):
+            self.kill()
+            raise AgentLoadError(str(hello.get("error", "the agent file failed to load")))
+        if tag != b"H" or not isinstance(hello, dict) or not isinstance(hello.get("layers"), dict):
+            self.kill()
+            raise AgentLoadError("the agent process sent an unreadable greeting; it must not write to its "
+                                 "protocol pipes")
+        self.layers = {str(k): str(v) for k, v in hello["layers"].items()}
+        info = hello.get("info")
+        self.info = info if isinstance(info, dict) else {}
+
+    def kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                try:
+                    proc.kill()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+                pass
+        for name in ("_req", "_resp"):
+            fd = getattr(self, name)
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, name, -1)
+        self._buf.clear()
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+
+    def restart(self) -> None:
+        self.kill()
+
+    def close(self) -> None:
+        if self.alive():
+            try:
+                self._send(b"Q", None, time.monotonic() + 5)
+                self._proc.wait(timeout=5)  # type: ignore[union-attr]  # alive() checked it
+            except (AgentGone, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    # ------------------------------------------------------------------ plumbing
+    def _died(self, phase: str) -> AgentGone:
+        proc = self._proc
+        code = None
+        if proc is not None:
+            try:
+                code = proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                code = None
+        self.kill()
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            how = f"was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
+        elif code is not None:
+            how = f"ended itself (exit code {code})"
+        else:
+            how = "closed its pipe"
+        return AgentGone("agent_error", f"the agent process {how} {phase}")
+
+    def _send(self, tag: bytes, value: Any, deadline: float) -> None:
+        payload = tag + _wire.encode(value)
+        data = memoryview(len(payload).to_bytes(4, "little") + payload)
+        while data:
+            try:
+                data = data[os.write(self._req, data):]
+            except BrokenPipeError:
+                raise self._died("while receiving a request") from None
+            except BlockingIOError:  # pragma: no cover - the request pipe is blocking
+                pass
+            if data and time.monotonic() > deadline:
+                self.kill()
+                raise AgentGone("timeout", "timeout")
+
+    def _receive(self, deadline: float, phase: str) -> tuple[bytes, Any]:
+        buf = self._buf
+        while True:
+            if len(buf) >= 4:
+                n = int.from_bytes(buf[:4], "little")
+                if n > MAX_REPLY_BYTES or n == 0:
+                    self.kill()
+                    raise AgentGone("agent_error", f"the agent process sent a reply of {n} bytes "
+                                                   f"(at most {MAX_REPLY_BYTES} allowed)")
+                if len(buf) >= 4 + n:
+                    frame = bytes(buf[4:4 + n])
+                    del buf[:4 + n]
+                    try:
+                        return frame[:1], _wire.decode(frame, 1)
+                    except _wire.WireError as exc:
+                        self.kill()
+                        raise AgentGone("agent_error", f"the agent process sent an unreadable reply: {exc}") from None
+            try:
+                chunk = os.read(self._resp, 1 << 20)
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill()
+                    raise AgentGone("timeout", "timeout") from None
+                select.select([self._resp], [], [], left)
+                continue
+            if not chunk:
+                if phase == "start":
+                    err = self._died("while importing the agent file")
+                    raise AgentLoadError(f"{err.message}; check that {self.agent_path} imports and runs in a "
+                                         f"fresh process") from None
+                raise self._died(f"while {phase}")
+            buf += chunk
+
+    def _call(self, tag: bytes, value: Any, timeout: float | None, phase: str) -> Any:
+        if not self.alive():
+            self.start()
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
+        self._send(tag, value, deadline)
+        kind, reply = self._receive(deadline, phase)
+        if kind == b"O":
+            return reply
+        if kind == b"E" and isinstance(reply, dict):
+            if reply.get("load"):
+                raise AgentLoadError(str(reply.get("error")))
+            raise _RequestFailed(str(reply.get("error", "the request failed")))
+        self.kill()
+        raise AgentGone("agent_error", f"the agent process sent an unexpected reply {kind!r}")
+
+    # ------------------------------------------------------------------ the interface
+    def make(self, task: TaskInfo, run: int) -> Slot:
+        if not self.alive():
+            self.start()
+        self._next += 1
+        try:
+            reply = self._call(b"M", {"slot": self._next, "task": task.to_json(), "run": int(run)},
+                               self.start_timeout, "building the agent (make_agent)")
+        except AgentGone as gone:
+            raise AgentLoadError(f"make_agent({task.id!r}, run={run}) in {self.agent_path}: {gone.message}") from None
+        except _RequestFailed as exc:
+            raise AgentLoadError(str(exc)) from None
+        if not isinstance(reply, dict):
+            raise AgentLoadError("the agent process answered make_agent with junk")
+        return Slot(self._next, bool(reply.get("wants_text")), bool(reply.get("batch")), self.generation)
+
+    def reset(self, slots: list[Slot], seeds: list[int]) -> list[str | None]:
+        reply = self._call(b"R", {"slots": [s.id for s in slots], "seeds": [int(s) for s in seeds]},
+                           self.start_timeout, "resetting the agent")
+        errors = reply.get("errors") if isinstance(reply, dict) else None
+        if not isinstance(errors, list) or len(errors) != len(slots):
+            self.kill()
+            raise AgentGone("agent_error", "the agent process answered reset() with junk")
+        return [None if e is None else str(e)[:8000] for e in errors]
+
+    def act(self, slots: list[Slot], observations: list, infos: list,
+            timeout: float | None) -> tuple[list, list[str | None]]:
+        request = {"slots": [s.id for s in slots], "observations": observations, "infos": infos}
+        try:
+            payload_ok = True
+            reply = self._call(b"A", request, timeout, "acting")
+        except TypeError:
+            payload_ok = False
+        if not payload_ok:  # an info value the wire format cannot carry: send a plain copy
+            request["infos"] = [_plain(i) for i in infos]
+            request["observations"] = [_plain(o) for o in observations]
+            reply = self._call(b"A", request, timeout, "acting")
+        actions = reply.get("actions") if isinstance(reply, dict) else None
+        errors = reply.get("errors") if isinstance(reply, dict) else None
+        if not isinstance(actions, list) or not isinstance(errors, list) or len(actions) != len(slots) \
+                or len(errors) != len(slots):
+            self.kill()
+            raise AgentGone("agent_error", "the agent process answered act() with junk")
+        return actions, [None if e is None else str(e)[:8000] for e in errors]
+
+    def episode_info(self, slot: Slot) -> tuple[dict | None, str | None]:
+        try:
+            reply = self._call(b"I", slot.id, self.start_timeout, "in episode_info()")
+        except _RequestFailed as exc:
+            return None, str(exc)[:8000]
+        if reply is None:
+            return None, None
+        if not isinstance(reply, dict):
+            return None, f"episode_info() must return a dict, got {type(reply).__name__}"
+        return reply, None
+
+    def close_slot(self, slot: Slot) -> None:
+        if slot.generation != self.generation or not self.alive():
+            return
+        try:
+            self._call(b"C", slot.id, 30.0, "in close()")
+        except (_RequestFailed, AgentGone):
+            pass
+
+
+class _RequestFailed(Exception):
+    """The agent process answered a request with an error (the process itself is fine)."""
+
+
+def probe_agent(agent_path: str, *, in_process: bool = False, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,
+                network: bool = False) -> tuple[dict, dict[str, str]]:
+    """Import an agent file the way `evaluate` will and return its ``AGENT_INFO`` and the isolation
+    layers that took effect; `AgentLoadError` (one line) when it does not load. Isolated unless
+    ``in_process``: the trusted process never imports the agent file."""
+    if in_process:
+        module = load_agent_module(agent_path)
+        return agent_info(module), InProcessAgents(agent_path).layers
+    agents = IsolatedAgents(agent_path, memory_mb=memory_mb, network=network)
+    try:
+        agents.start()
+        return dict(agents.info), dict(agents.layers)
+    finally:
+        agents.close()

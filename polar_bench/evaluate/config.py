@@ -1,0 +1,88 @@
+"""What one evaluation runs: the configuration, its units of work, the pins it checks."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._optional import version_of
+from ..suite import Suite, TaskSpec, episode_seed
+
+__all__ = ["EvalConfig", "Unit", "journal_path", "check_pins", "PIN_FAMILIES"]
+
+# Which families a pinned package matters to ("*" = every family).
+PIN_FAMILIES = {
+    "numpy": "*", "gymnasium": "*", "mujoco": "dmc", "dm-control": "dmc", "procgen-mirror": "procgen",
+    "nle": "nethack", "minigrid": "babyai",
+}
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One episode of the evaluation: a task, a run (trained instance) and an episode seed."""
+
+    task: str
+    run: int
+    index: int
+    seed: int
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.task, self.run, self.index)
+
+
+@dataclass
+class EvalConfig:
+    suite: Suite
+    agent_path: str
+    out: str
+    tasks: list[TaskSpec]
+    runs: int
+    episodes_override: int | None = None
+    workers: int | None = field(default_factory=lambda: os.cpu_count() or 1)
+    step_timeout: float | None = 60.0
+    episode_timeout: float | None = 1800.0
+    allow_version_mismatch: bool = False
+    standard: bool = True
+    progress: bool | None = None  # None: a bar on a terminal, plain lines otherwise
+    command: str = ""
+    backend: str = "local"  # "local" (worker processes) or "ray"
+    address: str | None = None  # Ray: None starts a local Ray; "auto" or "ray://HOST:PORT" joins a cluster
+    replaced_workers: int = 0  # workers (processes or actors) that died or were killed and replaced
+    envs_per_worker: int = 1  # episodes each worker plays at once, stepped together
+    in_process: bool = False  # debugging only: the agent runs inside the workers; results not submittable
+    agent_memory_mb: int | None = None  # address-space limit of each agent process (None: the default)
+    agent_network: bool = False  # keep the host network for the agent (an LLM endpoint); recorded
+    harness_plugins: tuple[str, ...] = ()  # trusted files imported in the workers (harness families)
+
+    def units(self) -> list[Unit]:
+        out = []
+        for t in self.tasks:
+            seeds = t.seeds[: self.episodes_override] if self.episodes_override else t.seeds
+            if self.episodes_override and self.episodes_override > len(t.seeds):
+                seeds = tuple(t.seeds) + tuple(episode_seed(self.suite.seed, t.id, k)
+                                               for k in range(len(t.seeds), self.episodes_override))
+            for run in range(self.runs):
+                for i, s in enumerate(seeds):
+                    out.append(Unit(t.id, run, i, s))
+        return out
+
+
+def journal_path(out: str | Path) -> Path:
+    p = Path(out)
+    return p.with_name(p.stem + ".episodes.jsonl")
+
+
+def check_pins(suite: Suite, tasks: list[TaskSpec]) -> dict[str, dict[str, str]]:
+    """Installed versions that differ from the suite's pins, for the packages the tasks use."""
+    families = {t.id.split("/")[0] for t in tasks}
+    diffs = {}
+    for pkg, wanted in suite.pins.items():
+        fam = PIN_FAMILIES.get(pkg, "*")
+        if fam != "*" and fam not in families:
+            continue
+        have = version_of(pkg)
+        if have != wanted:
+            diffs[pkg] = {"pinned": wanted, "installed": have or "not installed"}
+    return diffs

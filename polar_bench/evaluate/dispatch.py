@@ -1,0 +1,360 @@
+"""Handing batches of episodes to workers and collecting their records: one loop, two transports.
+
+`dispatch` is the loop: it keeps every worker busy with a batch of up to ``envs_per_worker``
+episodes, records what comes back, replaces a worker that died or stopped answering and retries its
+episodes once (a retried episode goes alone, so that an episode that crashes its worker cannot take
+the episodes that shared a batch with it down twice). A `Transport` is how batches reach workers:
+`ProcessTransport` (spawned processes on this machine, ``--backend local``) or `RayTransport` (Ray
+actors, ``--backend ray``). Workers are trusted: each holds an `EpisodeRunner` whose agents run in
+locked-down agent processes of their own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import multiprocessing as mp
+import signal
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable
+from multiprocessing.connection import wait as mp_wait
+from pathlib import Path
+from typing import Any, Protocol
+
+from ..errors import UserError
+from .config import EvalConfig, Unit, journal_path
+from .episodes import EpisodeRunner
+from .lockdown import protect_trusted_process
+
+__all__ = ["dispatch", "Transport", "ProcessTransport", "RayTransport", "pack_agent_folder"]
+
+BACKSTOP_GRACE_S = 30.0
+SHIP_LIMIT_BYTES = 512 * 2**20
+_SHIP_SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", ".mypy_cache", ".pytest_cache"}
+
+Batch = list[tuple[Unit, int]]  # units with their attempt numbers (1, or 2 for a retry)
+
+
+class Transport(Protocol):
+    """Where batches run. Worker ``i`` is a process or an actor; ``finished[i]`` counts its batches."""
+
+    size: int
+    finished: list[int]
+
+    def submit(self, i: int, units: list[tuple]) -> None: ...
+
+    def wait(self, timeout: float) -> list[tuple[int, Any, str]]:
+        """(worker, reply, why) for each worker that answered (reply is its dict) or was lost
+        (reply None; ``why`` says how)."""
+        ...
+
+    def replace(self, i: int) -> None: ...
+
+    def close(self, kill: bool) -> None: ...
+
+
+# ----------------------------------------------------------------------------- the worker's side
+def load_harness_plugins(files: dict[str, bytes]) -> None:
+    """Import trusted harness-plugin files (which register harness families) in a worker."""
+    folder = Path(tempfile.mkdtemp(prefix="polar_bench_plugins_"))
+    for i, (name, data) in enumerate(sorted(files.items())):
+        path = folder / f"plugin{i}_{Path(name).name}"
+        path.write_bytes(data)
+        spec = importlib.util.spec_from_file_location(f"polar_bench_plugin_{i}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import the harness plugin {name}")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+def make_runner(agent_path: str, settings: dict) -> EpisodeRunner:
+    """The worker's `EpisodeRunner` (after the plugins it needs are imported)."""
+    protect_trusted_process()
+    load_harness_plugins(settings.get("plugins", {}))
+    return EpisodeRunner(agent_path, settings["options"], settings["step_timeout"], settings["episode_timeout"],
+                         settings["lanes"], in_process=settings["in_process"],
+                         agent_memory_mb=settings["agent_memory_mb"], network=settings["network"])
+
+
+def worker_settings(cfg: EvalConfig, options: dict) -> dict:
+    return {"options": options, "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
+            "lanes": cfg.envs_per_worker, "in_process": cfg.in_process, "agent_memory_mb": cfg.agent_memory_mb,
+            "network": cfg.agent_network,
+            "plugins": {str(Path(p).resolve()): Path(p).read_bytes() for p in cfg.harness_plugins}}
+
+
+def _worker_main(conn, agent_path: str, settings: dict) -> None:
+    """Serve batches of units from the parent until it sends None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    runner = make_runner(agent_path, settings)
+    try:
+        while True:
+            try:
+                msg = conn.recv()
+            except EOFError:
+                break
+            if msg is None:
+                break
+            records = runner.run_batch(msg)
+            conn.send({"records": records, "layers": runner.layers, "mode": runner.agents.mode})
+    finally:
+        runner.close()
+
+
+# ----------------------------------------------------------------------------- local processes
+class _Process:
+    def __init__(self, ctx, agent_path: str, settings: dict):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker_main, args=(child, agent_path, settings), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def stop(self, kill: bool = False) -> None:
+        if kill and self.proc.is_alive():
+            self.proc.kill()
+        else:
+            try:
+                self.conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        self.proc.join(timeout=10)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join(timeout=5)
+        self.conn.close()
+
+
+class ProcessTransport:
+    """Worker processes on this machine, started with ``spawn`` (nothing of this process inherited)."""
+
+    def __init__(self, cfg: EvalConfig, options: dict, size: int):
+        self.ctx = mp.get_context("spawn")
+        self.agent_path = cfg.agent_path
+        self.settings = worker_settings(cfg, options)
+        self.size = size
+        self.workers = [_Process(self.ctx, self.agent_path, self.settings) for _ in range(size)]
+        self.busy = [False] * size
+        self.finished = [0] * size
+
+    def submit(self, i: int, units: list[tuple]) -> None:
+        self.busy[i] = True
+        try:
+            self.workers[i].conn.send(units)
+        except (BrokenPipeError, OSError):
+            pass  # noticed by wait()'s liveness check
+
+    def wait(self, timeout: float) -> list[tuple[int, Any, str]]:
+        busy = [w for w, b in zip(self.workers, self.busy, strict=True) if b]
+        ready = mp_wait([w.conn for w in busy] + [w.proc.sentinel for w in busy], timeout=timeout)
+        events = []
+        for i, w in enumerate(self.workers):
+            if not self.busy[i]:
+                continue
+            if w.conn in ready:
+                try:
+                    reply = w.conn.recv()
+                except (EOFError, OSError):
+                    reply = None
+                if reply is not None:
+                    self.busy[i] = False
+                    self.finished[i] += 1
+                    events.append((i, reply, ""))
+                    continue
+            if not w.proc.is_alive():
+                self.busy[i] = False
+                events.append((i, None, f"exit code {w.proc.exitcode}"))
+        return events
+
+    def replace(self, i: int) -> None:
+        self.workers[i].stop(kill=True)
+        self.workers[i] = _Process(self.ctx, self.agent_path, self.settings)
+        self.busy[i] = False
+        self.finished[i] = 0
+
+    def close(self, kill: bool) -> None:
+        for w in self.workers:
+            w.stop(kill=kill)
+
+
+# ----------------------------------------------------------------------------- Ray actors
+def pack_agent_folder(agent_path: str, skip: tuple[str, ...] = ()) -> dict[str, bytes]:
+    """The agent file's folder as {relative path: bytes}, for shipping to Ray workers (which may be on
+    other machines). Skips VCS and cache folders, journals and the paths in ``skip``."""
+    folder = Path(agent_path).resolve().parent
+    skipped = {Path(p).resolve() for p in skip}
+    files: dict[str, bytes] = {}
+    total = 0
+    for path in sorted(folder.rglob("*")):
+        rel = path.relative_to(folder)
+        if any(part in _SHIP_SKIP_DIRS for part in rel.parts) or path.name.endswith(".episodes.jsonl"):
+            continue
+        if not path.is_file() or path.resolve() in skipped:
+            continue
+        total += path.stat().st_size
+        if total > SHIP_LIMIT_BYTES:
+            raise UserError(f"the agent's folder {folder} holds more than {SHIP_LIMIT_BYTES // 2**20} MiB; "
+                            f"everything beside the agent file is shipped to the Ray workers: move the agent "
+                            f"file and what it needs into a folder of their own")
+        files[str(rel)] = path.read_bytes()
+    return files
+
+
+class _RayActor:
+    """A Ray actor holding one `EpisodeRunner`; it unpacks the shipped agent folder into a temporary
+    folder on its own node first. Its agents run in agent processes on that node."""
+
+    def __init__(self, files: dict, agent_name: str, settings: dict):
+        self.folder = Path(tempfile.mkdtemp(prefix="polar_bench_agent_"))
+        for rel, data in files.items():
+            target = self.folder / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        self.runner = make_runner(str(self.folder / agent_name), settings)
+
+    def run_batch(self, units: list) -> dict:
+        records = self.runner.run_batch(units)
+        return {"records": records, "layers": self.runner.layers, "mode": self.runner.agents.mode}
+
+
+class RayTransport:
+    """Long-lived Ray actors, one CPU each; an actor (or its node) that dies is replaced."""
+
+    def __init__(self, cfg: EvalConfig, options: dict, size: int, ray: Any):
+        self.ray = ray
+        self.size = size
+        self.finished = [0] * size
+        remote_cls = ray.remote(num_cpus=1, max_restarts=0, max_concurrency=1)(_RayActor)
+        files = ray.put(pack_agent_folder(cfg.agent_path, skip=(cfg.out, str(journal_path(cfg.out)))))
+        settings = worker_settings(cfg, options)
+        agent_name = Path(cfg.agent_path).name
+        self.new_actor: Callable[[], Any] = lambda: remote_cls.remote(files, agent_name, settings)
+        self.actors = [self.new_actor() for _ in range(size)]
+        self.inflight: dict[Any, int] = {}
+
+    def submit(self, i: int, units: list[tuple]) -> None:
+        self.inflight[self.actors[i].run_batch.remote(units)] = i
+
+    def wait(self, timeout: float) -> list[tuple[int, Any, str]]:
+        from ray.exceptions import RayError, RayTaskError
+
+        if not self.inflight:
+            time.sleep(min(timeout, 0.05))
+            return []
+        ready, _ = self.ray.wait(list(self.inflight), num_returns=1, timeout=timeout)
+        events = []
+        for ref in ready:
+            i = self.inflight.pop(ref)
+            try:
+                reply = self.ray.get(ref)
+            except RayTaskError:
+                raise  # an exception inside EpisodeRunner is a bug: keep its traceback
+            except RayError as exc:  # the actor, its worker process or its node died
+                events.append((i, None, type(exc).__name__))
+                continue
+            self.finished[i] += 1
+            events.append((i, reply, ""))
+        return events
+
+    def replace(self, i: int) -> None:
+        for ref, j in list(self.inflight.items()):
+            if j == i:
+                del self.inflight[ref]
+        try:
+            self.ray.kill(self.actors[i], no_restart=True)
+        except Exception:  # noqa: BLE001 - gone with its node
+            pass
+        self.actors[i] = self.new_actor()
+        self.finished[i] = 0
+
+    def close(self, kill: bool) -> None:
+        for a in self.actors:
+            try:
+                self.ray.kill(a, no_restart=True)
+            except Exception:  # noqa: BLE001 - the actor may be gone with its node
+                pass
+
+
+# ----------------------------------------------------------------------------- the loop
+def next_batch(size: int, retry: deque, todo: deque) -> Batch:
+    """Up to ``size`` new units; a retried unit (second attempt) goes alone."""
+    if retry:
+        return [(retry.popleft(), 2)]
+    batch: Batch = []
+    while len(batch) < size and todo:
+        batch.append((todo.popleft(), 1))
+    return batch
+
+
+def failed_record(unit: Unit, status: str, error: str) -> dict:
+    return {"task": unit.task, "run": unit.run, "index": unit.index, "seed": unit.seed, "return": None,
+            "length": 0, "status": status, "error": error, "wall_seconds": 0.0, "agent_seconds": 0.0}
+
+
+def _lost_unit(cfg: EvalConfig, unit: Unit, attempt: int, overdue: bool, why: str, retry: deque) -> dict | None:
+    """A unit whose worker was killed (overdue) or died: the record to journal, or None if it is retried."""
+    if overdue:
+        return failed_record(unit, "timeout", f"the episode exceeded the {cfg.episode_timeout:g} s episode "
+                                              f"timeout and did not respond; its worker was killed")
+    if attempt == 1:
+        retry.append(unit)
+        return None
+    return failed_record(unit, "env_error", f"the worker died twice on this episode ({why}); the environment "
+                                            f"crashed the process, or its machine was lost")
+
+
+def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callable[[dict], None],
+             on_reply: Callable[[dict], None]) -> str | None:
+    """Play ``todo`` on the transport's workers; ``record`` each finished episode and pass each reply
+    to ``on_reply`` (isolation layers). Return a fatal agent error (the agent cannot be built), if any."""
+    idle = list(range(transport.size))
+    inflight: dict[int, tuple[Batch, float]] = {}
+    retry: deque[Unit] = deque()
+    startup_deaths = 0
+    fatal = None
+    while (todo or retry or inflight) and fatal is None:
+        while idle and (retry or todo):
+            i = idle.pop()
+            batch = next_batch(cfg.envs_per_worker, retry, todo)
+            transport.submit(i, [(u.task, u.run, u.index, u.seed) for u, _ in batch])
+            inflight[i] = (batch, time.monotonic())
+        for i, reply, why in transport.wait(1.0):
+            batch, _t0 = inflight.pop(i)
+            if reply is None:
+                if transport.finished[i] == 0:
+                    startup_deaths += 1
+                    if startup_deaths >= 3:
+                        raise UserError(f"worker processes keep dying before finishing any episode ({why}); their "
+                                        f"own error, if any, is printed above; check the harness plugins and that "
+                                        f"the suite's environments start")
+                transport.replace(i)
+                cfg.replaced_workers += 1
+                idle.append(i)
+                for unit, attempt in batch:
+                    failed = _lost_unit(cfg, unit, attempt, False, why, retry)
+                    if failed is not None:
+                        record(failed)
+                continue
+            idle.append(i)
+            records = reply["records"]
+            if "fatal" in records[0]:
+                fatal = records[0]["fatal"]
+                break
+            startup_deaths = 0
+            on_reply(reply)
+            for rec in records:
+                record(rec)
+        if cfg.episode_timeout is not None:
+            now = time.monotonic()
+            for i, (batch, t0) in list(inflight.items()):
+                # an episode's own limit, times the episodes of the batch, and once more for retries alone
+                if now - t0 > 2 * cfg.episode_timeout * len(batch) + BACKSTOP_GRACE_S:
+                    del inflight[i]
+                    transport.replace(i)
+                    cfg.replaced_workers += 1
+                    idle.append(i)
+                    for unit, attempt in batch:
+                        rec = _lost_unit(cfg, unit, attempt, True, "", retry)
+                        if rec is not None:
+                            record(rec)
+    return fatal

@@ -1,0 +1,364 @@
+"""The episode loop: lanes of harnesses stepped together, actions from the agents, one record per episode.
+
+This is trusted code: it runs in the evaluation worker (a process or a Ray actor) that holds the
+environments. The agents live elsewhere (`polar_bench.evaluate.agents`): each tick, the loop sends
+the observations of every lane still playing to the agents in one request, and steps each lane's
+harness with the action that came back. ``harness.step`` checks every action against the task's
+action space, as it always has.
+
+Every record carries a ``digest`` of its trajectory: SHA-256 over the episode seed, the initial
+observation, and for every step the action, the reward (float64), the terminated and truncated
+flags and the next observation, each encoded with its dtype and shape. `verify` compares digests,
+so a verified episode checks the whole trajectory, not only its return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+import time
+from typing import Any
+
+import numpy as np
+
+from ..errors import AgentLoadError, HarnessError, InvalidActionError
+from ..task_info import TaskInfo
+from .agents import AgentGone, InProcessAgents, IsolatedAgents, Slot
+
+__all__ = ["TrajectoryDigest", "EpisodeRunner", "run_episode"]
+
+DIGEST_PREFIX = "sha256:"
+
+
+class TrajectoryDigest:
+    """A hash chained over one episode: seed, observations, actions, rewards and end flags."""
+
+    def __init__(self, seed: int):
+        self._h = hashlib.sha256(b"polar_bench trajectory digest v1\0")
+        self._h.update(struct.pack("<q", int(seed)))
+
+    def _value(self, v: Any) -> None:
+        h = self._h
+        if isinstance(v, dict):
+            h.update(b"d" + struct.pack("<I", len(v)))
+            for k in v:
+                self._value(str(k))
+                self._value(v[k])
+        elif isinstance(v, (list, tuple)):
+            h.update(b"l" + struct.pack("<I", len(v)))
+            for item in v:
+                self._value(item)
+        elif isinstance(v, str):
+            b = v.encode("utf-8", "surrogatepass")
+            h.update(b"s" + struct.pack("<I", len(b)) + b)
+        elif isinstance(v, bytes):
+            h.update(b"y" + struct.pack("<I", len(v)) + v)
+        elif v is None:
+            h.update(b"N")
+        else:
+            a = np.asarray(v)
+            if a.dtype.kind not in "biufc":
+                self._value(repr(v))
+                return
+            a = np.ascontiguousarray(a)
+            h.update(b"a" + a.dtype.str.encode() + struct.pack(f"<B{a.ndim}q", a.ndim, *a.shape))
+            h.update(a.tobytes())
+
+    def start(self, observation: Any) -> None:
+        self._value(observation)
+
+    def step(self, action: Any, reward: float, terminated: bool, truncated: bool, observation: Any) -> None:
+        self._value(action)
+        self._h.update(struct.pack("<d??", float(reward), bool(terminated), bool(truncated)))
+        self._value(observation)
+
+    def hexdigest(self) -> str:
+        return DIGEST_PREFIX + self._h.hexdigest()
+
+
+class _Lane:
+    """One environment slot of a worker: its harness (per task) and the agent slot it plays with."""
+
+    def __init__(self):
+        self.harness = None
+        self.harness_task: str | None = None
+        self.slot: Slot | None = None
+        self.slot_key: tuple | None = None
+        # the episode in progress
+        self.unit: tuple | None = None
+        self.obs: Any = None
+        self.info: dict = {}
+        self.ret = 0.0
+        self.length = 0
+        self.own = 0.0
+        self.agent_s = 0.0
+        self.digest: TrajectoryDigest | None = None
+
+    def drop_harness(self) -> None:
+        if self.harness is not None:
+            try:
+                self.harness.close()
+            except Exception:  # noqa: BLE001 - a harness that fails to close loses nothing
+                pass
+        self.harness, self.harness_task = None, None
+
+
+def _record(lane: _Lane, status: str = "ok", error: str | None = None) -> dict:
+    task, run, index, seed = lane.unit  # type: ignore[misc]  # set while an episode is in progress
+    rec = {"task": task, "run": run, "index": index, "seed": seed, "return": lane.ret, "length": lane.length,
+           "status": status, "error": error, "wall_seconds": round(lane.own, 6),
+           "agent_seconds": round(lane.agent_s, 6)}
+    if "clipped_actions" in lane.info:
+        rec["clipped_actions"] = int(lane.info["clipped_actions"])
+    if lane.digest is not None and status == "ok":
+        rec["digest"] = lane.digest.hexdigest()
+    return rec
+
+
+class EpisodeRunner:
+    """Plays batches of episodes for one worker. Each lane keeps its harness per task; agents live in
+    ``agents`` (isolated or in-process) in slots kept per lane and (task, run), or shared by the lanes
+    of a (task, run) when the agent has ``act_batch``. A batch plays one episode per lane, all lanes
+    stepped together, one agent request per tick."""
+
+    def __init__(self, agent_path: str, options: dict, step_timeout: float | None,
+                 episode_timeout: float | None, lanes: int = 1, *, in_process: bool = False,
+                 agent_memory_mb: int | None = None, network: bool = False):
+        self.options = options
+        self.step_timeout = step_timeout
+        self.episode_timeout = episode_timeout
+        self.lanes = [_Lane() for _ in range(max(1, lanes))]
+        self.agents: InProcessAgents | IsolatedAgents
+        if in_process:
+            self.agents = InProcessAgents(agent_path)
+        else:
+            kwargs: dict[str, Any] = {"network": network}
+            if agent_memory_mb is not None:
+                kwargs["memory_mb"] = agent_memory_mb
+            self.agents = IsolatedAgents(agent_path, **kwargs)
+        self.shared: dict[tuple, Slot] = {}  # (task, run) -> the slot of an act_batch agent
+
+    @property
+    def layers(self) -> dict[str, str]:
+        return dict(self.agents.layers)
+
+    def run(self, task: str, run: int, index: int, seed: int) -> dict:
+        """The episode's record, or ``{"fatal": message}`` when the agent cannot be built."""
+        return self.run_batch([(task, run, index, seed)])[0]
+
+    def run_batch(self, units: list) -> list[dict]:
+        """Records of the episodes ``(task, run, index, seed)`` played at once (at most one per lane),
+        or ``[{"fatal": message}]``. Episodes lost with an agent process that died or hung while
+        acting for several lanes are played again alone, so that one episode's agent failure is
+        recorded on that episode only."""
+        if len(units) > len(self.lanes):
+            raise ValueError(f"{len(units)} episodes for {len(self.lanes)} lanes")
+        try:
+            out, lost = self._play(list(units))
+            for i in lost:
+                again, _ = self._play([units[i]])
+                out[i] = again[0]
+        except AgentLoadError as exc:
+            return [{"fatal": str(exc)}]
+        return out
+
+    # ------------------------------------------------------------------ one batch
+    def _slot_for(self, lane: _Lane, task_info: TaskInfo, run: int) -> Slot:
+        key = (task_info.id, run)
+        gen = self.agents.generation
+        shared = self.shared.get(key)
+        if shared is not None and shared.generation == gen and self.agents.alive():
+            return shared
+        if lane.slot is not None and lane.slot_key == key and lane.slot.generation == gen and self.agents.alive():
+            return lane.slot
+        self._drop_slot(lane)
+        slot = self.agents.make(task_info, run)
+        if slot.batch:
+            self.shared[key] = slot
+        else:
+            lane.slot, lane.slot_key = slot, key
+        return slot
+
+    def _drop_slot(self, lane: _Lane) -> None:
+        if lane.slot is not None:
+            self.agents.close_slot(lane.slot)
+        lane.slot, lane.slot_key = None, None
+
+    def _play(self, units: list) -> tuple[list, list[int]]:
+        from .. import make
+
+        out: list = [None] * len(units)
+        active: list[int] = []  # lane indices with an episode in progress
+        slots: dict[int, Slot] = {}
+        for i, (task, run, index, seed) in enumerate(units):
+            lane = self.lanes[i]
+            lane.unit = (task, run, index, seed)
+            lane.ret, lane.length, lane.own, lane.agent_s, lane.info = 0.0, 0, 0.0, 0.0, {}
+            lane.digest = None
+            try:
+                if lane.harness_task != task:
+                    lane.drop_harness()
+                    lane.harness = make(task, **self.options.get(task, {}))
+                    lane.harness_task = task
+            except HarnessError as exc:
+                lane.drop_harness()
+                out[i] = {**_record(lane, "env_error", str(exc)), "return": None}
+                continue
+            slot = self._slot_for(lane, lane.harness.task_info, run)
+            lane.harness.request_text(slot.wants_text and lane.harness.task_info.has_text)
+            slots[i] = slot
+            active.append(i)
+        if not active:
+            return out, []
+        # reset the agents, then the environments
+        t0 = time.perf_counter()
+        try:
+            errors = self.agents.reset([slots[i] for i in active], [units[i][3] for i in active])
+        except AgentGone as gone:
+            return self._gone(out, active, gone, units)
+        dt = time.perf_counter() - t0
+        for i, err in zip(list(active), errors, strict=True):
+            lane = self.lanes[i]
+            lane.own += dt
+            if err is not None:
+                out[i] = self._finish(lane, "agent_error", err)
+                active.remove(i)
+                continue
+            t = time.perf_counter()
+            try:
+                lane.obs, lane.info = lane.harness.reset(seed=units[i][3])
+            except HarnessError as exc:
+                out[i] = self._finish(lane, "env_error", f"{exc}\n{exc.native_traceback[-4000:]}")
+                active.remove(i)
+                continue
+            lane.own += time.perf_counter() - t
+            lane.digest = TrajectoryDigest(units[i][3])
+            lane.digest.start(lane.obs)
+        while active:
+            # one act() per lane, one act_batch() per shared slot: the step timeout applies to each call
+            calls = len({slots[i].id for i in active if slots[i].batch}) + sum(not slots[i].batch for i in active)
+            limit = self.step_timeout * calls if self.step_timeout else None
+            episode_left = None
+            if self.episode_timeout:
+                episode_left = min(self.episode_timeout - self.lanes[i].own for i in active)
+                limit = episode_left if limit is None else min(limit, episode_left)
+            if limit is not None and limit <= 0:
+                for i in active:
+                    out[i] = self._finish(self.lanes[i], "timeout", self._timeout_text(self.lanes[i], True))
+                return out, []
+            t = time.perf_counter()
+            try:
+                actions, errors = self.agents.act([slots[i] for i in active], [self.lanes[i].obs for i in active],
+                                                  [self.lanes[i].info for i in active], limit)
+            except AgentGone as gone:
+                if gone.kind == "timeout":
+                    by_episode = episode_left is not None and limit is not None and episode_left <= limit + 1e-9
+                    gone = AgentGone("timeout", "\0episode" if by_episode else "\0step")
+                return self._gone(out, active, gone, units)
+            dt = time.perf_counter() - t
+            still = []
+            for i, action, err in zip(active, actions, errors, strict=True):
+                lane = self.lanes[i]
+                lane.own += dt
+                lane.agent_s += dt
+                if err is not None:
+                    out[i] = self._finish(lane, "agent_error", err)
+                    continue
+                t = time.perf_counter()
+                try:
+                    obs, reward, terminated, truncated, info = lane.harness.step(action)
+                except InvalidActionError as exc:
+                    out[i] = self._finish(lane, "agent_error", f"InvalidActionError: {exc}")
+                    continue
+                except HarnessError as exc:
+                    out[i] = self._finish(lane, "env_error", f"{exc}\n{exc.native_traceback[-4000:]}")
+                    continue
+                lane.own += time.perf_counter() - t
+                lane.ret += reward
+                lane.length += 1
+                lane.obs, lane.info = obs, info
+                lane.digest.step(action, reward, terminated, truncated, obs)  # type: ignore[union-attr]
+                if terminated or truncated:
+                    out[i] = self._finish(lane, "ok", None)
+                elif self.episode_timeout and lane.own > self.episode_timeout:
+                    out[i] = self._finish(lane, "timeout", self._timeout_text(lane, True))
+                else:
+                    still.append(i)
+            active = still
+        return out, []
+
+    def _timeout_text(self, lane: _Lane, episode: bool) -> str:
+        if episode or not self.step_timeout:
+            return f"the agent exceeded the episode timeout of {self.episode_timeout:g} s at step {lane.length}"
+        return f"the agent exceeded the step timeout of {self.step_timeout:g} s at step {lane.length}"
+
+    def _gone(self, out: list, active: list[int], gone: AgentGone, units: list) -> tuple[list, list[int]]:
+        """The agent process was killed while serving ``active``: with one lane the episode failed;
+        with several, which one caused it is unknown, so they are all played again alone."""
+        self.agents.restart()
+        self.shared.clear()
+        for lane in self.lanes:
+            lane.slot, lane.slot_key = None, None
+        if len(active) > 1:
+            for i in active:
+                self.lanes[i].drop_harness()
+            return out, list(active)
+        lane = self.lanes[active[0]]
+        if gone.kind == "timeout":
+            out[active[0]] = self._finish(lane, "timeout", self._timeout_text(lane, gone.message == "\0episode"))
+        else:
+            out[active[0]] = self._finish(lane, "agent_error", gone.message)
+        return out, []
+
+    def _finish(self, lane: _Lane, status: str, error: str | None) -> dict:
+        rec = _record(lane, status, error)
+        if status == "ok" and lane.unit is not None:
+            slot = lane.slot or self.shared.get((lane.unit[0], lane.unit[1]))
+            if slot is not None:
+                try:
+                    extra, err = self.agents.episode_info(slot)
+                except AgentGone as gone:
+                    extra, err = None, gone.message
+                if err is not None:
+                    rec["status"], rec["error"] = "agent_error", err
+                    rec.pop("digest", None)
+                elif extra:
+                    for key in ("task", "run", "index", "seed", "return", "length", "status", "error", "digest",
+                                "wall_seconds", "agent_seconds"):
+                        extra.pop(key, None)  # the agent cannot overwrite what the loop measured
+                    rec.update(extra)
+        if rec["status"] != "ok":
+            # The agent's or the harness's state may be inconsistent now: rebuild both.
+            self._drop_slot(lane)
+            lane.drop_harness()
+        return rec
+
+    def close(self) -> None:
+        for lane in self.lanes:
+            self._drop_slot(lane)
+            lane.drop_harness()
+        self.agents.close()
+
+
+def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_timeout: float | None) -> dict:
+    """Play one episode of an agent object on a harness in this process (no isolation): the loop of
+    ``evaluate --in-process``, for notebooks, tests and benchmarks. Never raises for agent or
+    environment failures (they become the status)."""
+    runner = EpisodeRunner("<object>", {}, step_timeout, episode_timeout, 1, in_process=True)
+    agents = runner.agents
+    assert isinstance(agents, InProcessAgents)
+    lane = runner.lanes[0]
+    lane.harness, lane.harness_task = harness, harness.task_info.id
+
+    class _Given:  # make() hands out the given object instead of importing a file
+        @staticmethod
+        def make_agent(task, run):
+            return agent
+
+    agents.module = _Given  # duck-typed module with make_agent
+    try:
+        rec = runner.run_batch([(harness.task_info.id, 0, 0, seed)])[0]
+    finally:
+        lane.harness = None  # the caller owns the harness
+    rec.pop("fatal", None)
+    return {k: v for k, v in rec.items() if k not in ("task", "run", "index", "seed")}

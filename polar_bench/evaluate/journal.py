@@ -1,0 +1,140 @@
+"""The journal of finished episodes (resume after any interruption) and the progress display."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import UserError
+
+__all__ = ["Journal", "Progress", "now"]
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _extends(old: dict | None, new: dict) -> bool:
+    """Whether a journal written for identity ``old`` may be resumed by the evaluation ``new``: the
+    same agent file, suite, runs and episode count, and every task of ``old`` among ``new``'s."""
+    if not isinstance(old, dict) or set(old) != set(new):
+        return False
+    same = all(old[k] == new[k] for k in new if k != "tasks")
+    return same and set(old.get("tasks") or ()) <= set(new.get("tasks") or ())
+
+
+class Journal:
+    """Append-only JSONL of finished episodes; the first line identifies the evaluation."""
+
+    def __init__(self, path: Path, identity: dict):
+        self.path = path
+        self.identity = identity
+        self.done: dict[tuple, dict] = {}
+        self.started: str | None = None
+        self._has_header = False
+        self._last_sync = 0.0
+        if path.exists():
+            self._load()
+        try:
+            self.fh = open(path, "a", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"cannot write the journal {path} ({exc.strerror}); choose a writable --out") from None
+        if not self._has_header:
+            # A new journal, or one of an evaluation of fewer tasks that this one extends (evaluate a
+            # domain first, then the whole suite with the same --out: the finished episodes are kept).
+            self.started = self.started or now()
+            self._write({"journal": 1, "identity": identity, "started": self.started})
+
+    def _load(self) -> None:
+        raw = self.path.read_bytes()
+        lines = raw.split(b"\n")
+        complete = raw.endswith(b"\n")
+        good_bytes = 0
+        self._has_header = False
+        for i, line in enumerate(lines):
+            if not line:
+                continue
+            if i == len(lines) - 1 and not complete:
+                break  # torn last line from a kill: drop it
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                break
+            if "journal" in rec:
+                if not _extends(rec.get("identity"), self.identity):
+                    raise UserError(
+                        f"the journal {self.path} belongs to a different evaluation (another agent file, "
+                        f"suite, run count or tasks that are not all in this selection); delete it to "
+                        f"start afresh, or choose another --out")
+                self._has_header = rec.get("identity") == self.identity
+                self.started = self.started or rec.get("started")
+            else:
+                self.done.setdefault((rec["task"], rec["run"], rec["index"]), rec)
+            good_bytes += len(line) + 1
+        if good_bytes < len(raw):
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good_bytes)
+
+    def _write(self, rec: dict) -> None:
+        # flush() puts the line in the OS page cache, which survives Ctrl-C, crashes and kill -9 of
+        # this process; fsync (durability across an OS crash) at most once a second, so that a
+        # slow disk does not stall the parent and leave workers waiting for their next episode.
+        self.fh.write(json.dumps(rec, allow_nan=False) + "\n")
+        self.fh.flush()
+        now = time.monotonic()
+        if now - self._last_sync >= 1.0:
+            os.fsync(self.fh.fileno())
+            self._last_sync = now
+
+    def append(self, rec: dict) -> None:
+        key = (rec["task"], rec["run"], rec["index"])
+        if key in self.done:
+            return
+        self.done[key] = rec
+        self._write(rec)
+
+    def close(self) -> None:
+        self.fh.flush()
+        os.fsync(self.fh.fileno())
+        self.fh.close()
+
+
+class Progress:
+    """A tqdm bar on a terminal, a plain line every 10 s elsewhere."""
+
+    def __init__(self, total: int, done: int, enabled: bool | None):
+        self.total, self.done, self.errors = total, done, 0
+        self.t0 = time.monotonic()
+        self.tty = sys.stderr.isatty() if enabled is None else enabled
+        self.bar = None
+        self.last_line = 0.0
+        if self.tty:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, initial=done, unit="ep", dynamic_ncols=True, file=sys.stderr)
+            except ImportError:
+                self.bar = None
+
+    def update(self, status: str) -> None:
+        self.done += 1
+        if status != "ok":
+            self.errors += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(errors=self.errors, refresh=False)
+            return
+        now = time.monotonic()
+        if now - self.last_line >= 10 or self.done == self.total:
+            self.last_line = now
+            rate = (self.done) / max(now - self.t0, 1e-9)
+            left = (self.total - self.done) / rate if rate > 0 else float("inf")
+            print(f"[polar_bench] {self.done}/{self.total} episodes, {self.errors} errors, "
+                  f"ETA {left:.0f} s", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -1,0 +1,267 @@
+"""The layers that lock down an agent process before the agent's code is imported.
+
+Called once, at the start of `polar_bench.evaluate.agent_process`, in a fresh interpreter that holds
+nothing but the protocol pipes to its trusted worker. Each layer is applied where the kernel allows
+it, and `lock_down` returns which ones took effect (recorded in the results under
+``isolation.layers``). In order:
+
+1. **Namespaces**: new network, IPC and UTS namespaces (as root directly; otherwise inside a new
+   user namespace). The network namespace has only a loopback interface, down: no connection can
+   reach anything, not even 127.0.0.1 of the host.
+2. **Resource limits** (hard = soft): address space (``memory_mb``), processes and threads of the
+   agent's uid (``max_processes``), no core files.
+3. **Privileges**: as root, the process switches to uid/gid 65534 with no groups and keeps one
+   capability, ``CAP_DAC_READ_SEARCH`` (read any file: the agent's checkpoints and Python's library
+   under /root; writing, signalling and tracing as root are gone, and the process limit is enforced,
+   which it never is for uid 0); in a user namespace every capability is cleared. Then
+   ``no_new_privs``.
+4. **Landlock** (Linux 5.13+): writes, creations, removals and renames are refused everywhere except
+   under the private temporary folder (and ``/dev/null``); from Landlock ABI 6 on (Linux 6.12+) the
+   process cannot send a signal to any process outside its own Landlock domain (its worker, the
+   journal writer, other agents) nor connect to their abstract UNIX sockets.
+5. **seccomp** (x86-64): refuses ``ptrace``, ``process_vm_readv``/``writev``, ``kcmp``,
+   ``pidfd_getfd``, ``open_by_handle_at``, ``setns``, mounts, BPF, perf events, ``userfaultfd``,
+   ``io_uring``, kernel keyrings and modules, clock and host changes; x32-ABI numbers are refused and
+   another ABI (``int 0x80``) kills the process.
+
+The trusted worker also makes itself non-dumpable (`protect_trusted_process`), so that no process
+of its uid without ``CAP_SYS_PTRACE`` can open its ``/proc/<pid>/mem``.
+
+What is deliberately allowed: reading files (an agent loads its checkpoints and libraries),
+creating child processes and threads up to the limit (an agent may run its own sandbox, as the
+codegen baseline does), unshare (the same sandbox makes namespaces of its own), and everything
+inside its private temporary folder.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import resource
+import sys
+
+__all__ = ["lock_down", "protect_trusted_process", "landlock_abi", "AGENT_UID"]
+
+AGENT_UID = 65534  # "nobody": the uid an agent process started by root runs as
+
+_CLONE_NEWUSER, _CLONE_NEWNET, _CLONE_NEWIPC, _CLONE_NEWUTS = 0x10000000, 0x40000000, 0x08000000, 0x04000000
+_PR_SET_DUMPABLE, _PR_SET_KEEPCAPS, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 4, 8, 24, 38
+_CAP_DAC_READ_SEARCH = 2
+
+# Landlock (include/uapi/linux/landlock.h)
+_SYS_LANDLOCK_CREATE, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT = 444, 445, 446
+_LL_CREATE_VERSION = 1
+_LL_RULE_PATH_BENEATH = 1
+_LL_WRITE_FILE, _LL_REMOVE_DIR, _LL_REMOVE_FILE = 1 << 1, 1 << 4, 1 << 5
+_LL_MAKE = sum(1 << b for b in range(6, 13))  # char, dir, reg, sock, fifo, block, sym
+_LL_REFER, _LL_TRUNCATE = 1 << 13, 1 << 14
+_LL_SCOPE_ABSTRACT_UNIX, _LL_SCOPE_SIGNAL = 1 << 0, 1 << 1
+
+# seccomp: system calls refused with EPERM (x86-64 numbers, asm/unistd_64.h)
+_DENIED_X86_64 = {
+    "ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "kcmp": 312, "pidfd_getfd": 438,
+    "open_by_handle_at": 304, "name_to_handle_at": 303, "setns": 308,
+    "mount": 165, "umount2": 166, "pivot_root": 155, "open_tree": 428, "move_mount": 429, "fsopen": 430,
+    "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
+    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
+    "keyctl": 250, "add_key": 248, "request_key": 249,
+    "init_module": 175, "finit_module": 313, "delete_module": 176, "kexec_load": 246, "kexec_file_load": 320,
+    "reboot": 169, "swapon": 167, "swapoff": 168, "syslog": 103, "iopl": 172, "ioperm": 173,
+    "settimeofday": 164, "clock_settime": 227, "adjtimex": 159, "clock_adjtime": 305,
+    "sethostname": 170, "setdomainname": 171, "acct": 163, "quotactl": 179, "vhangup": 153,
+    "modify_ldt": 154, "uselib": 134, "lookup_dcookie": 212,
+}
+_AUDIT_ARCH_X86_64 = 0xC000003E
+_EPERM = 1
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def protect_trusted_process() -> None:
+    """Make the calling (trusted) process non-dumpable: processes of the same uid without
+    CAP_SYS_PTRACE can then neither trace it nor open its /proc/<pid>/mem."""
+    if sys.platform.startswith("linux"):
+        _libc().prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def landlock_abi() -> int:
+    """The Landlock ABI version of the running kernel (0: none)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    version = libc.syscall(_SYS_LANDLOCK_CREATE, None, ctypes.c_size_t(0), ctypes.c_uint32(_LL_CREATE_VERSION))
+    return max(0, int(version))
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
+                ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def _landlock(workdir: str) -> str:
+    abi = landlock_abi()
+    if abi < 1:
+        return "unavailable (kernel without Landlock)"
+    libc = _libc()
+    libc.syscall.restype = ctypes.c_long
+    handled = _LL_WRITE_FILE | _LL_REMOVE_DIR | _LL_REMOVE_FILE | _LL_MAKE
+    if abi >= 2:
+        handled |= _LL_REFER
+    if abi >= 3:
+        handled |= _LL_TRUNCATE
+    scoped = (_LL_SCOPE_ABSTRACT_UNIX | _LL_SCOPE_SIGNAL) if abi >= 6 else 0
+    attr = _RulesetAttr(handled, 0, scoped)
+    size = ctypes.sizeof(_RulesetAttr) if abi >= 6 else 16  # older kernels refuse the scoped field
+    fd = libc.syscall(_SYS_LANDLOCK_CREATE, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    if fd < 0:
+        return f"failed (landlock_create_ruleset errno {ctypes.get_errno()})"
+    try:
+        for path, access in ((workdir, handled), ("/dev/null", _LL_WRITE_FILE | (_LL_TRUNCATE if abi >= 3 else 0))):
+            try:
+                pfd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+            except OSError:
+                continue
+            try:
+                rule = _PathBeneathAttr(access, pfd)
+                if libc.syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(_LL_RULE_PATH_BENEATH),
+                                ctypes.byref(rule), ctypes.c_uint32(0)) != 0:
+                    return f"failed (landlock_add_rule {path} errno {ctypes.get_errno()})"
+            finally:
+                os.close(pfd)
+        if libc.syscall(_SYS_LANDLOCK_RESTRICT, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+            return f"failed (landlock_restrict_self errno {ctypes.get_errno()})"
+    finally:
+        os.close(fd)
+    what = "writes only in the private folder"
+    if scoped:
+        what += "; no signals or abstract sockets outside its domain"
+    return f"on (ABI {abi}: {what})"
+
+
+def _seccomp() -> str:
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return f"unavailable on {platform.machine()}"
+    ld_w_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, kill, deny = 0x7FFF0000, 0x80000000, 0x00050000 | _EPERM
+    prog = [
+        (ld_w_abs, 0, 0, 4),             # A = arch
+        (jeq, 1, 0, _AUDIT_ARCH_X86_64),
+        (ret, 0, 0, kill),               # another ABI (int 0x80): kill
+        (ld_w_abs, 0, 0, 0),             # A = system call number
+        (jge, 0, 1, 0x40000000),         # x32 ABI: refuse
+        (ret, 0, 0, deny),
+    ]
+    nrs = sorted(set(_DENIED_X86_64.values()))
+    for i, nr in enumerate(nrs):
+        prog.append((jeq, len(nrs) - i, 0, nr))
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                    ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    arr = (SockFilter * len(prog))(*[SockFilter(*ins) for ins in prog])
+    fprog = SockFprog(len(prog), ctypes.cast(arr, ctypes.POINTER(SockFilter)))
+    pr_set_seccomp, seccomp_mode_filter = 22, 2
+    if _libc().prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
+        return f"failed (errno {ctypes.get_errno()})"
+    return f"on ({len(nrs)} system calls refused)"
+
+
+def _processes_of(uid: int) -> int:
+    n = 0
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                if os.stat(f"/proc/{name}").st_uid == uid:
+                    n += 1
+            except OSError:
+                pass
+    return n
+
+
+def _drop_to(uid: int) -> None:
+    """Root only: become ``uid`` keeping CAP_DAC_READ_SEARCH alone (effective and permitted)."""
+    libc = _libc()
+    for cap in range(64):  # empty the bounding set but for the one capability kept
+        if cap != _CAP_DAC_READ_SEARCH and libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
+            break
+    libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0)
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    _capset(1 << _CAP_DAC_READ_SEARCH)
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _capset(low_caps: int) -> None:
+    hdr, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
+    data[0].effective = data[0].permitted = low_caps
+    if _libc().capset(ctypes.byref(hdr), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, network: bool = False) -> dict[str, str]:
+    """Apply the layers of the module docstring to the calling process; return those that took effect.
+
+    ``workdir`` is the private temporary folder (the only place the process may write);
+    ``network=True`` keeps the host's network namespace (for an LLM endpoint the user named)."""
+    layers: dict[str, str] = {}
+    if not sys.platform.startswith("linux"):
+        return {"platform": f"{sys.platform}: no kernel layers (only the separate process)"}
+    libc = _libc()
+    root = os.geteuid() == 0
+
+    userns = False
+    if network:
+        layers["network_namespace"] = "off (an LLM endpoint was named: the host network is reachable)"
+    else:
+        flags = _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | (0 if root else _CLONE_NEWUSER)
+        if libc.unshare(flags) == 0:
+            userns = not root
+            layers["network_namespace"] = "on (no network)" + ("" if root else ", in a user namespace")
+        else:
+            layers["network_namespace"] = f"unavailable (unshare errno {ctypes.get_errno()})"
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if memory_mb:
+        limit = int(memory_mb) << 20
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    uid = AGENT_UID if root else os.getuid()
+    nproc = _processes_of(uid) + int(max_processes)
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    layers["rlimits"] = (f"on (address space {memory_mb} MiB, " if memory_mb else "on (address space unlimited, ") \
+        + f"{max_processes} more processes or threads of uid {uid}, no core files)"
+
+    if root:
+        _drop_to(AGENT_UID)
+        layers["privileges"] = f"dropped to uid {AGENT_UID}, only CAP_DAC_READ_SEARCH (reads any file)"
+    else:
+        if userns:
+            _capset(0)
+        layers["privileges"] = f"unprivileged uid {os.getuid()}, no capabilities"
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    layers["landlock"] = _landlock(workdir)
+    layers["seccomp"] = _seccomp()
+    return layers

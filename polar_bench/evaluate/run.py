@@ -1,0 +1,193 @@
+"""`run_evaluation`: from a configuration to a results file, through the journal."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from .. import __version__
+from .._optional import version_of
+from ..agent import agent_file_hash
+from ..errors import AgentLoadError, UserError
+from ..results import write_results
+from .agents import DEFAULT_AGENT_MEMORY_MB, probe_agent
+from .config import EvalConfig, check_pins, journal_path
+from .dispatch import ProcessTransport, RayTransport, dispatch
+from .journal import Journal, Progress, now
+from .lockdown import protect_trusted_process
+
+__all__ = ["run_evaluation"]
+
+
+def _git_state() -> tuple[str | None, bool | None]:
+    here = Path(__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10)
+        if commit.returncode != 0:
+            return None, None
+        dirty = subprocess.run(["git", "-C", str(here), "status", "--porcelain", "--untracked-files=no", "--", "."],
+                               capture_output=True, text=True, timeout=10)
+        return commit.stdout.strip(), bool(dirty.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str | None:
+    if cfg.backend != "ray":
+        n = max(1, min(cfg.workers or 1, -(-len(todo) // cfg.envs_per_worker)))
+        transport = ProcessTransport(cfg, options, n)
+        fatal = None
+        try:
+            fatal = dispatch(cfg, todo, transport, record, on_reply)
+        except BaseException:
+            transport.close(kill=True)
+            raise
+        transport.close(kill=fatal is not None)
+        return fatal
+    from .._optional import require
+
+    ray = require("ray", "ray", "--backend ray")
+    started_here = False
+    if not ray.is_initialized():
+        ray.init(address=cfg.address, include_dashboard=False, log_to_driver=True,
+                 **({"num_cpus": cfg.workers} if cfg.address is None and cfg.workers else {}))
+        started_here = True
+    cfg.workers = cfg.workers or int(ray.cluster_resources().get("CPU", 1))
+    n = max(1, min(cfg.workers, -(-len(todo) // cfg.envs_per_worker)))
+    ray_transport = RayTransport(cfg, options, n, ray)
+    try:
+        return dispatch(cfg, todo, ray_transport, record, on_reply)
+    finally:
+        ray_transport.close(kill=True)
+        if started_here:
+            ray.shutdown()
+
+
+def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
+    """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
+    ok, 1: some episode failed). User errors raise `UserError`."""
+    mismatches = check_pins(cfg.suite, cfg.tasks)
+    if mismatches and not cfg.allow_version_mismatch:
+        listing = ", ".join(f"{k} {v['installed']} (suite pins {v['pinned']})" for k, v in mismatches.items())
+        raise UserError(f"installed versions differ from suite {cfg.suite.name}'s pins: {listing}; install "
+                        f"the pinned versions, or pass --allow-version-mismatch (results marked not comparable)")
+    for plugin in cfg.harness_plugins:
+        if not Path(plugin).is_file():
+            raise UserError(f"harness plugin {plugin!r} not found; pass the path of a Python file that registers "
+                            f"harness families")
+    agent_path = str(Path(cfg.agent_path))
+    protect_trusted_process()  # this process writes the journal: no agent may trace it
+    # Import the agent file the way the workers will (isolated: never in this process), so that a broken
+    # file fails fast, in one line, and AGENT_INFO is read as plain data.
+    memory = cfg.agent_memory_mb or DEFAULT_AGENT_MEMORY_MB
+    info, probe_layers = probe_agent(agent_path, in_process=cfg.in_process, memory_mb=memory,
+                                     network=cfg.agent_network)
+    out = Path(cfg.out)
+    if out.parent and not out.parent.exists():
+        raise UserError(f"the folder of --out {str(out)!r} does not exist; create it or choose another path")
+    if not os.access(out.parent or Path("."), os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UserError(f"cannot write {str(out)!r}; choose a writable --out")
+    agent_sha = agent_file_hash(agent_path)
+    units = cfg.units()
+    identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "runs": cfg.runs,
+                "episodes_override": cfg.episodes_override, "tasks": [t.id for t in cfg.tasks]}
+    journal = Journal(journal_path(out), identity)
+    started = now()
+    todo = deque(u for u in units if u.key not in journal.done)
+    options = {t.id: dict(t.options) for t in cfg.tasks}
+    progress = Progress(len(units), len(units) - len(todo), cfg.progress)
+    layers_seen: list[dict] = []
+
+    def record(rec: dict) -> None:
+        journal.append(rec)
+        progress.update(rec["status"])
+
+    def on_reply(reply: dict) -> None:
+        layers = reply.get("layers") or {}
+        if layers and layers not in layers_seen:
+            layers_seen.append(layers)
+
+    fatal: str | None = None
+    interrupted = False
+    try:
+        if todo:
+            fatal = _drive(cfg, todo, options, record, on_reply)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        journal.close()
+        progress.close()
+    if fatal is not None:
+        raise AgentLoadError(fatal)
+    if interrupted:
+        raise KeyboardInterrupt(f"{len(journal.done)} of {len(units)} episodes are saved in {journal.path}; "
+                                f"run the same command again to resume")
+    episodes = []
+    for u in units:
+        rec = journal.done[u.key]
+        episodes.append({"task": u.task, "run": u.run, "index": u.index, "seed": u.seed,
+                         **{k: v for k, v in rec.items() if k not in ("task", "run", "index", "seed")}})
+    commit, dirty = _git_state()
+    tasks_json = cfg.suite.summary_json(cfg.tasks)
+    if cfg.episodes_override:
+        for t in tasks_json["tasks"]:
+            t["seeds"] = [u.seed for u in units if u.task == t["id"] and u.run == 0]
+            t["episodes"] = cfg.episodes_override
+    isolation: dict[str, Any] = {
+        "mode": "in-process" if cfg.in_process else "process",
+        "layers": layers_seen[0] if len(layers_seen) == 1 else (layers_seen or [probe_layers])[0],
+        "submittable": not cfg.in_process,
+        "agent_memory_mb": None if cfg.in_process else memory,
+        "agent_network": bool(cfg.agent_network),
+    }
+    if len(layers_seen) > 1:
+        isolation["layers_by_worker"] = layers_seen  # workers on machines with different kernels
+    data = {
+        "format_version": 1,
+        "polar_bench": {"version": __version__, "git_commit": commit, "git_dirty": dirty},
+        "suite": tasks_json,
+        "versions": {pkg: version_of(pkg) or "not installed" for pkg in sorted(set(cfg.suite.pins) | {"polar_bench"})},
+        "version_mismatches": mismatches,
+        "comparable": not mismatches,
+        "standard": cfg.standard and not cfg.episodes_override and len(cfg.tasks) == len(cfg.suite.tasks)
+                    and cfg.runs >= cfg.suite.runs,
+        "environment": {"python": platform.python_version(), "os": platform.platform(), "cpu": _cpu_name(),
+                        "cpu_count": os.cpu_count() or 1},
+        "agent": {"path": agent_path, "sha256": agent_sha, "name": str(info.get("name", Path(agent_path).stem)),
+                  "info": info},
+        "isolation": isolation,
+        "config": {"runs": cfg.runs, "episodes_override": cfg.episodes_override,
+                   "tasks": [t.id for t in cfg.tasks], "workers": cfg.workers,
+                   "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
+                   "backend": cfg.backend, "envs_per_worker": cfg.envs_per_worker,
+                   "replaced_workers": cfg.replaced_workers},
+        "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
+        "started": journal.started or started,
+        "finished": now(),
+        "episodes": episodes,
+    }
+    if cfg.harness_plugins:
+        data["harness_plugins"] = [{"path": str(p), "sha256": hashlib.sha256(Path(p).read_bytes()).hexdigest()}
+                                   for p in cfg.harness_plugins]
+        data["standard"] = False
+    write_results(data, out)
+    code = 0 if all(e["status"] == "ok" for e in episodes) else 1
+    return data, code
