@@ -9,7 +9,9 @@ no journal and no results: only agents, which it builds, resets and asks for act
 
 Frames are length-prefixed values of the sandbox wire format (`polar_bench.sandbox._wire`): plain
 data and numeric arrays, never pickle, so the worker decodes whatever this process writes without
-running anything. Requests (tag, value):
+running anything. Each frame is a tag byte and ``[sequence number, value]``; a reply carries its
+request's number, so that a stray frame (say, from a child the agent forked) is never taken for the
+answer to a later request. Requests (tag, value):
 
 - ``M`` {slot, task (TaskInfo JSON), run}: build an agent -> {wants_text, batch}
 - ``R`` {slots, seeds}: ``reset(seed)`` per slot -> {errors}
@@ -60,13 +62,18 @@ class _Pipe:
         if n > MAX_REQUEST:
             raise EOFError
         frame = self._read_exact(n)
-        return frame[:1], self.wire.decode(frame, 1)
+        seq, value = self.wire.decode(frame, 1)
+        self.seq = seq
+        return frame[:1], value
+
+    seq = 0  # the number of the request being answered
 
     def write(self, tag: bytes, value) -> None:
         try:
-            payload = tag + self.wire.encode(value)
+            payload = tag + self.wire.encode([self.seq, value])
         except TypeError as exc:
-            payload = b"E" + self.wire.encode({"error": f"the agent returned a value that cannot be sent: {exc}"})
+            error = {"error": f"the agent returned a value that cannot be sent: {exc}"}
+            payload = b"E" + self.wire.encode([self.seq, error])
         data = memoryview(len(payload).to_bytes(4, "little") + payload)
         while data:
             data = data[os.write(RESP_FD, data):]

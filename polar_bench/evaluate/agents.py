@@ -218,6 +218,7 @@ class IsolatedAgents:
         self._req = self._resp = -1
         self._buf = bytearray()
         self._next = 0
+        self._seq = 0
         self.starts = 0
 
     # ------------------------------------------------------------------ life cycle
@@ -228,6 +229,7 @@ class IsolatedAgents:
         self.kill()
         self.generation += 1
         self.starts += 1
+        self._seq = 0  # the greeting comes as the answer to request 0
         self._workdir = tempfile.mkdtemp(prefix="polar_bench_agent_")
         if os.geteuid() == 0:
             os.chown(self._workdir, AGENT_UID, AGENT_UID)  # the agent's uid after it drops root
@@ -322,7 +324,8 @@ class IsolatedAgents:
         return AgentGone("agent_error", f"the agent process {how} {phase}")
 
     def _send(self, tag: bytes, value: Any, deadline: float) -> None:
-        payload = tag + _wire.encode(value)
+        self._seq += 1
+        payload = tag + _wire.encode([self._seq, value])
         data = memoryview(len(payload).to_bytes(4, "little") + payload)
         while data:
             try:
@@ -348,10 +351,16 @@ class IsolatedAgents:
                     frame = bytes(buf[4:4 + n])
                     del buf[:4 + n]
                     try:
-                        return frame[:1], _wire.decode(frame, 1)
-                    except _wire.WireError as exc:
+                        seq, value = _wire.decode(frame, 1)
+                    except (_wire.WireError, TypeError, ValueError) as exc:
                         self.kill()
                         raise AgentGone("agent_error", f"the agent process sent an unreadable reply: {exc}") from None
+                    if seq == self._seq:
+                        return frame[:1], value
+                    if not isinstance(seq, int) or seq > self._seq:
+                        self.kill()
+                        raise AgentGone("agent_error", "the agent process answered a request it was not sent")
+                    continue  # a stale frame (a forked child's, or an answer given after a timeout): skip it
             try:
                 chunk = os.read(self._resp, 1 << 20)
             except BlockingIOError:

@@ -1,0 +1,221 @@
+"""Hostile agents: each attack either has no effect on the recorded results or ends as a clearly
+recorded agent failure of its own episode, with the rest of the run going on.
+
+Every hostile agent below plays like ``HONEST`` (random actions seeded by the episode) apart from
+its attack, so "no effect" means: the same returns and digests as the honest agent's."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from polar_bench.cli import main
+from polar_bench.results import read_results
+
+HERE = Path(__file__).parent
+TINY = str(HERE / "data" / "suites" / "tiny.toml")
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent process layers are Linux's")
+
+HONEST = """
+import numpy as np
+
+AGENT_INFO = {"name": "honest"}
+
+class Agent:
+    def __init__(self, task, run):
+        self.space, self.run = task.action_space, run
+    def reset(self, seed):
+        self.rng = np.random.default_rng([seed, self.run])
+    def act(self, obs, info):
+        ATTACK
+        if self.space.shape == ():
+            return int(self.rng.integers(self.space.n))
+        return self.rng.uniform(-1, 1, self.space.shape).astype(np.float32)
+
+def make_agent(task, run):
+    return Agent(task, run)
+"""
+
+
+def _write_agent(tmp_path: Path, name: str, attack: str = "pass", prelude: str = "") -> str:
+    body = HONEST.replace("ATTACK", textwrap.indent(textwrap.dedent(attack).strip(), " " * 8).lstrip())
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(prelude) + body)
+    return str(path)
+
+
+def _evaluate(agent: str, out: Path, capsys, *extra: str) -> tuple[int, list[dict], dict]:
+    code = main(["evaluate", agent, "--suite", TINY, "--out", str(out), "--workers", "1", "--no-progress",
+                 "--tasks", "gym/CartPole-v1", *extra])
+    _, err = capsys.readouterr()
+    assert code in (0, 1), err
+    data = read_results(out).data
+    return code, data["episodes"], data
+
+
+def _outcome(episodes: list[dict]) -> list[tuple]:
+    return [(e["run"], e["seed"], e["return"], e["length"], e.get("digest")) for e in episodes]
+
+
+@pytest.fixture(scope="module")
+def honest(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("honest")
+    agent = _write_agent(tmp, "honest")
+    code = main(["evaluate", agent, "--suite", TINY, "--out", str(tmp / "r.json"), "--workers", "1",
+                 "--no-progress", "--tasks", "gym/CartPole-v1"])
+    assert code == 0
+    return _outcome(read_results(tmp / "r.json").episodes)
+
+
+def test_patching_the_environment_class_at_import_changes_nothing(tmp_path, capsys, honest):
+    agent = _write_agent(tmp_path, "patch", prelude="""
+        from gymnasium.envs.classic_control import cartpole
+        _step = cartpole.CartPoleEnv.step
+        def step(self, action):
+            obs, _, _, _, info = _step(self, action)
+            return obs, 1.0, False, False, info   # reward 1 forever, never falls
+        cartpole.CartPoleEnv.step = step
+    """)
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys)
+    assert code == 0 and _outcome(episodes) == honest
+    assert max(e["return"] for e in episodes) < 500  # the patched class never reached the worker's env
+    assert data["isolation"]["mode"] == "process"
+
+
+def test_the_same_patch_in_process_is_what_isolation_prevents(tmp_path, capsys, honest):
+    """The control: with --in-process the patch does reach the environment (and the results say so)."""
+    agent = _write_agent(tmp_path, "patch", prelude="""
+        from gymnasium.envs.classic_control import cartpole
+        _step = cartpole.CartPoleEnv.step
+        def step(self, action):
+            obs, _, _, _, info = _step(self, action)
+            return obs, 1.0, False, False, info
+        cartpole.CartPoleEnv.step = step
+    """)
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys, "--in-process")
+    assert all(e["return"] == 500.0 for e in episodes)
+    assert data["isolation"] == {**data["isolation"], "mode": "in-process", "submittable": False}
+
+
+def test_walking_gc_to_the_environment_finds_nothing(tmp_path, capsys, honest):
+    agent = _write_agent(tmp_path, "gcwalk", attack="""
+        import gc
+        for obj in gc.get_objects():
+            if type(obj).__name__ == "CartPoleEnv":
+                obj.state = obj.state * 0  # set the pole upright before every action
+    """)
+    code, episodes, _ = _evaluate(agent, tmp_path / "r.json", capsys)
+    assert code == 0 and _outcome(episodes) == honest
+
+
+def test_writing_the_journal_is_refused(tmp_path, capsys, honest):
+    out = tmp_path / "r.json"
+    journal = tmp_path / "r.episodes.jsonl"
+    forged = {"task": "gym/CartPole-v1", "run": 0, "index": 0, "seed": 0, "return": 500.0, "length": 500,
+              "status": "ok"}
+    agent = _write_agent(tmp_path, "journal", attack=f"""
+        try:
+            with open({str(journal)!r}, "a") as fh:
+                fh.write({json.dumps(json.dumps(forged))} + "\\n")
+        except OSError:
+            pass
+        try:
+            open({str(tmp_path / "planted.txt")!r}, "w").write("x")
+        except OSError:
+            pass
+    """)
+    code, episodes, _ = _evaluate(agent, out, capsys)
+    assert code == 0 and _outcome(episodes) == honest
+    assert "500.0" not in journal.read_text() and not (tmp_path / "planted.txt").exists()
+
+
+def test_killing_the_worker_is_an_agent_error_and_the_run_goes_on(tmp_path, capsys, honest):
+    agent = _write_agent(tmp_path, "kill", attack="""
+        import os, signal
+        self.n = getattr(self, "n", 0) + 1
+        if self.n == 30:  # once in a while, without touching the random stream
+            os.kill(os.getppid(), signal.SIGKILL)
+    """)
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys)
+    failed = [e for e in episodes if e["status"] != "ok"]
+    assert failed and all(e["status"] == "agent_error" and "PermissionError" in e["error"] for e in failed)
+    assert len(episodes) == len(honest) and data["config"]["replaced_workers"] == 0
+
+
+def test_writing_the_workers_memory_is_refused(tmp_path, capsys, honest):
+    agent = _write_agent(tmp_path, "procmem", attack="""
+        with open(f"/proc/{__import__('os').getppid()}/mem", "r+b") as fh:
+            fh.seek(0x400000)
+            fh.write(b"\\x00" * 64)
+    """)
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys)
+    assert code == 1 and all(e["status"] == "agent_error" for e in episodes)
+    assert all("PermissionError" in e["error"] for e in episodes)
+    assert data["config"]["replaced_workers"] == 0
+
+
+def test_a_fork_bomb_is_an_agent_error(tmp_path, capsys, honest):
+    agent = _write_agent(tmp_path, "forkbomb", attack="""
+        import os
+        self.n = getattr(self, "n", 0) + 1
+        if self.n == 30:
+            while True:
+                os.fork()
+    """)
+    code, episodes, _ = _evaluate(agent, tmp_path / "r.json", capsys, "--step-timeout", "20")
+    failed = [e for e in episodes if e["status"] != "ok"]
+    assert failed and all(e["status"] in ("agent_error", "timeout") for e in failed)
+    ok = [o for o, e in zip(_outcome(episodes), episodes, strict=True) if e["status"] == "ok"]
+    assert ok and set(ok) <= set(honest)
+
+
+def test_a_20_gb_allocation_is_an_agent_error(tmp_path, capsys, honest):
+    agent = _write_agent(tmp_path, "alloc", attack="""
+        import numpy as np
+        self.hog = np.ones(20 * 2**30 // 8)
+    """)
+    code, episodes, _ = _evaluate(agent, tmp_path / "r.json", capsys)
+    assert code == 1 and all(e["status"] == "agent_error" and "MemoryError" in e["error"] for e in episodes)
+
+
+def test_sleeping_forever_in_act_is_a_timeout(tmp_path, capsys, honest):
+    agent = _write_agent(tmp_path, "sleep", attack="""
+        import time
+        self.n = getattr(self, "n", 0) + 1
+        if self.n == 30:
+            time.sleep(1e6)
+    """)
+    code, episodes, _ = _evaluate(agent, tmp_path / "r.json", capsys, "--step-timeout", "1")
+    failed = [e for e in episodes if e["status"] != "ok"]
+    assert failed and all(e["status"] == "timeout" and "step timeout of 1 s" in e["error"] for e in failed)
+    ok = [o for o, e in zip(_outcome(episodes), episodes, strict=True) if e["status"] == "ok"]
+    assert ok and set(ok) <= set(honest)
+
+
+def test_agent_info_and_layers_come_from_the_agent_process(tmp_path, capsys):
+    agent = _write_agent(tmp_path, "info", prelude="""
+        import os
+        AGENT_INFO_PID = os.getpid()
+    """)
+    Path(agent).write_text(Path(agent).read_text() + "\nAGENT_INFO = {'name': 'pid', 'pid': os.getpid()}\n")
+    _, _, data = _evaluate(agent, tmp_path / "r.json", capsys)
+    assert data["agent"]["info"]["pid"] != os.getpid()  # never imported in the trusted process
+    layers = data["isolation"]["layers"]
+    assert set(layers) >= {"network_namespace", "rlimits", "privileges", "landlock", "seccomp"}
+
+
+def test_the_network_is_unreachable(tmp_path, capsys):
+    agent = _write_agent(tmp_path, "net", attack="""
+        import socket
+        socket.create_connection(("127.0.0.1", 9), timeout=2)
+    """)
+    _, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys)
+    if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
+        pytest.skip("no network namespace on this machine")
+    assert all(e["status"] == "agent_error" and "Network is unreachable" in e["error"] for e in episodes)
