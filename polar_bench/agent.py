@@ -1,10 +1,19 @@
 """The agent contract, loading ``agent.py`` files, and adapters.
 
 An agent file defines ``make_agent(task: TaskInfo, run: int)`` returning an object with
-``act(observation, info) -> action`` and optionally ``reset(seed)``, ``close()``,
+``act(observation, info) -> action`` and optionally ``act_batch(observations, infos) -> actions``
+(the lanes of one task and run in one call, see below), ``reset(seed)``, ``close()``,
 ``wants_text`` (a bool attribute: put ``info["text"]`` in every step where the task has text) and
 ``episode_info()`` (a dict merged into the episode record, e.g. ``{"llm": {...}}``). A module-level
 ``AGENT_INFO`` dict gives name, authors, url, training budget and the LLM used, if any.
+
+Batched acting: with ``--envs-per-worker K`` a worker plays K episodes at once. An agent without
+``act_batch`` gets one object per lane and one ``act`` call per lane and step. An agent with
+``act_batch`` gets one object per (task, run), shared by its lanes: ``reset(seed)`` is called for
+each lane's episode, and ``act_batch`` receives the observations and infos of the lanes still
+playing (each info carries ``episode_seed``, so per-episode state such as a generator can be kept
+by seed) and returns one action per observation (a list, or an array with a leading lane axis).
+Its actions must equal what ``act`` would return lane by lane, so that results do not depend on K.
 
 Determinism: ``reset(seed)`` is called with the episode seed before every episode. An agent that
 draws all its randomness from generators seeded there gives the same returns whatever the number of
@@ -17,9 +26,10 @@ import hashlib
 import importlib.util
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 from gymnasium import spaces
@@ -55,11 +65,14 @@ def load_agent_module(path: str | Path) -> ModuleType:
     if folder not in sys.path:
         sys.path.insert(0, folder)  # so that the agent can import files beside it
     spec = importlib.util.spec_from_file_location(name, p)
+    if spec is None or spec.loader is None:
+        raise AgentLoadError(f"{p} cannot be imported as a Python file; name it agent.py (a .py file)")
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
     except SyntaxError as exc:
-        raise AgentLoadError(f"{p}, line {exc.lineno}: SyntaxError: {exc.msg}; fix the syntax of the agent file") from None
+        raise AgentLoadError(f"{p}, line {exc.lineno}: SyntaxError: {exc.msg}; "
+                             f"fix the syntax of the agent file") from None
     except Exception as exc:  # noqa: BLE001 - any import failure is the agent's
         where = _last_frame_in(traceback.extract_tb(exc.__traceback__), p)
         raise AgentLoadError(f"importing {p} raised {type(exc).__name__}: {exc}{where}; "
@@ -133,6 +146,20 @@ class SB3Agent:
         if isinstance(self.model.action_space, spaces.Discrete):
             return int(np.asarray(action).reshape(()))
         return np.asarray(action, dtype=np.float32)
+
+    def act_batch(self, observations, infos):
+        """The lanes' actions, identical to `act` on each. A discrete policy predicts all lanes in one
+        call; a continuous one lane by lane (a float32 matrix product's last bits depend on the
+        number of rows, so a batched call would not reproduce `act` bit for bit). A sampling policy
+        (``deterministic=False``) draws from the model's one generator, lane after lane, as `act` would."""
+        if not isinstance(self.model.action_space, spaces.Discrete) or not self.deterministic:
+            return [self.act(o, i) for o, i in zip(observations, infos, strict=True)]
+        if isinstance(observations[0], dict):
+            batch = {k: np.stack([o[k] for o in observations]) for k in observations[0]}
+        else:
+            batch = np.stack(observations)
+        actions, _ = self.model.predict(batch, deterministic=True)
+        return [int(a) for a in np.asarray(actions).reshape(len(observations))]
 
 
 class RandomAgent:

@@ -77,3 +77,70 @@ def test_make_agent_returning_no_act_is_a_user_error(tmp_path, capsys):
                  "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and "returned int, which has no act(observation, info) method" in err
+
+
+def _rollout_pairs(task: str, n: int = 6, steps: int = 40):
+    """Observations of ``n`` episodes, with the infos an act_batch agent receives."""
+    env = polar_bench.make(task)
+    obs, infos = [], []
+    for k in range(n):
+        o, info = env.reset(seed=100 + k)
+        for _ in range(steps // n + 3):
+            obs.append(o)
+            infos.append({**info, "episode_seed": 100 + k})
+            o, _, term, trunc, info = env.step(env.action_space.sample())
+            if term or trunc:
+                break
+    env.close()
+    return obs, infos
+
+
+def test_sb3_act_batch_equals_act_lane_by_lane():
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import PPO
+
+    for task in ("gym/CartPole-v1", "gym/Pendulum-v1"):
+        env = polar_bench.make(task)
+        agent = SB3Agent(PPO("MlpPolicy", env, n_steps=64, device="cpu", seed=0))
+        env.close()
+        obs, infos = _rollout_pairs(task)
+        batched = agent.act_batch(obs, infos)
+        single = [agent.act(o, i) for o, i in zip(obs, infos, strict=True)]
+        assert len(batched) == len(single) == len(obs)
+        assert all(np.array_equal(np.asarray(a), np.asarray(b)) and np.asarray(a).dtype == np.asarray(b).dtype
+                   for a, b in zip(batched, single, strict=True))
+
+
+@pytest.mark.parametrize("task", ["gym/CartPole-v1", "dmc/cheetah-run", "babyai/GoToLocal"])
+def test_ppo_baseline_act_batch_equals_act_bit_for_bit(task):
+    """The PPO baseline's act_batch (one forward pass for discrete policies, row by row for
+    continuous ones) gives act's actions exactly, including sampled ones (a generator per episode)."""
+    pytest.importorskip("torch")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ppo_agent_under_test", ROOT / "baselines" / "ppo" / "agent.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    info = polar_bench.make(task).task_info
+    obs, infos = _rollout_pairs(task)
+    for deterministic in (True, False):
+        one, many = module.make_agent(info, 0), module.make_agent(info, 0)
+        one.deterministic = many.deterministic = deterministic
+        for seed in sorted({i["episode_seed"] for i in infos}):
+            many.reset(seed)
+        single = []
+        for o, i in zip(obs, infos, strict=True):
+            if not single or infos[len(single) - 1]["episode_seed"] != i["episode_seed"]:
+                one.reset(i["episode_seed"])
+            single.append(one.act(o, i))
+        # the lanes interleaved, as a worker steps them: every episode's k-th step in one call
+        by_episode: dict[int, list[int]] = {}
+        for k, i in enumerate(infos):
+            by_episode.setdefault(i["episode_seed"], []).append(k)
+        batched: dict[int, object] = {}
+        for step in range(max(len(v) for v in by_episode.values())):
+            idx = [v[step] for v in by_episode.values() if step < len(v)]
+            for k, a in zip(idx, many.act_batch([obs[k] for k in idx], [infos[k] for k in idx]), strict=True):
+                batched[k] = a
+        assert all(np.array_equal(np.asarray(batched[k]), np.asarray(single[k])) for k in range(len(obs))), \
+            (task, deterministic)

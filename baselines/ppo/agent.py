@@ -66,14 +66,33 @@ class PPOAgent:
         self.policy = policy
         self.deterministic = deterministic
         self.generator = torch.Generator().manual_seed(0)
+        self.generators: dict[int, torch.Generator] = {}  # per episode seed, for act_batch's lanes
 
     def reset(self, seed: int) -> None:
-        self.generator.manual_seed(int(seed))
+        self.generator = torch.Generator().manual_seed(int(seed))
+        self.generators[int(seed)] = self.generator
 
     def act(self, observation, info):
+        return self._act_one(observation, self.generator)
+
+    def _act_one(self, observation, generator):
         batch = self.policy.preprocess.stack([observation])
-        action = self.policy.act(batch, deterministic=self.deterministic, generator=self.generator)[0]
+        action = self.policy.act(batch, deterministic=self.deterministic, generator=generator)[0]
         return int(action) if np.ndim(action) == 0 else action
+
+    def act_batch(self, observations, infos):
+        """The actions of the lanes of one task and run, identical to calling `act` on each.
+
+        Each lane's episode samples from its own generator (``info["episode_seed"]``, the seed that
+        `reset` was called with). Discrete policies run one forward pass for all lanes. Continuous
+        policies run row by row: a float32 matrix product's last bits depend on the number of rows,
+        so a batched pass would not give `act`'s actions bit for bit."""
+        generators = [self.generators.get(int(info["episode_seed"]), self.generator) for info in infos]
+        if self.policy.network.discrete:
+            batch = self.policy.preprocess.stack(list(observations))
+            played = [None if self.deterministic else g for g in generators]
+            return [int(a) for a in self.policy.act_each(batch, played)]
+        return [self._act_one(o, g) for o, g in zip(observations, generators, strict=True)]
 
 
 def make_agent(task, run):

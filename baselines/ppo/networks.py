@@ -392,6 +392,22 @@ class Policy:
         return action if self.network.discrete else np.clip(action, -1.0, 1.0).astype(np.float32)
 
     @torch.no_grad()
+    def act_each(self, batch: Any, generators: list[torch.Generator | None]) -> np.ndarray:
+        """Discrete actions for a batch in one forward pass, row ``i`` played as `act` plays a batch of
+        one: the mode where ``generators[i]`` is None, else sampled with ``generators[i]``."""
+        if not self.network.discrete:
+            raise ValueError("act_each is for discrete actions; continuous ones are computed row by row")
+        obs = self.preprocess(batch, update=False)
+        dist = self.network._distribution(self.network.actor_body(obs))
+        actions = []
+        for i, generator in enumerate(generators):
+            if generator is None:
+                actions.append(int(dist.logits[i].argmax()))
+            else:
+                actions.append(int(torch.multinomial(dist.probs[i:i + 1], 1, generator=generator)[0, 0]))
+        return np.asarray(actions, np.int64)
+
+    @torch.no_grad()
     def act_and_entropy(self, batch: Any, generator: torch.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Actions (the mode, or sampled with ``generator``) and the policy's entropy (nats) for a
         batch, in one forward pass. The LLM+PPO agent replans when its executor is uncertain."""

@@ -248,8 +248,10 @@ class EpisodeRunner:
                 return out, []
             t = time.perf_counter()
             try:
+                infos = [{**self.lanes[i].info, "episode_seed": units[i][3]} if slots[i].batch
+                         else self.lanes[i].info for i in active]
                 actions, errors = self.agents.act([slots[i] for i in active], [self.lanes[i].obs for i in active],
-                                                  [self.lanes[i].info for i in active], limit)
+                                                  infos, limit)
             except AgentGone as gone:
                 if gone.kind == "timeout":
                     by_episode = episode_left is not None and limit is not None and episode_left <= limit + 1e-9
