@@ -50,19 +50,22 @@ def test_same_episodes_as_local_processes(ray_local, local_reference, tmp_path, 
     assert cfg["backend"] == "ray" and cfg["workers"] == 2
 
 
-def test_failures_and_dead_actors_are_handled_as_locally(ray_local, tmp_path, capsys):
-    from test_evaluate import FAULTY_AGENT, FAULTY_SUITE, write
+def test_failures_are_handled_as_locally(ray_local, tmp_path, capsys):
+    """The actors start agent processes on their nodes: an agent that exits, hangs or raises fails its
+    own episode, as with local workers. (An actor that dies: see the node-death test.)"""
+    from test_evaluate import FAULTY_AGENT, FAULTY_PLUGIN, FAULTY_SUITE, write
 
     agent = write(tmp_path / "agent.py", FAULTY_AGENT.replace("__SEEDS__", "[10, 11, 12, 13, 14, 15, 16]"))
+    plugin = write(tmp_path / "faulty_family.py", FAULTY_PLUGIN)
     suite = write(tmp_path / "faulty.toml", FAULTY_SUITE)
     out = str(tmp_path / "r.json")
     code = main(["evaluate", agent, "--suite", suite, "--out", out, "--backend", "ray", "--step-timeout", "0.5",
-                 "--no-progress"])
+                 "--harness-plugin", plugin, "--no-progress"])
     assert code == 1
     eps = {e["seed"]: e for e in read_results(out).episodes}
     assert [eps[s]["status"] for s in range(10, 17)] == ["ok", "env_error", "agent_error", "agent_error",
-                                                          "timeout", "env_error", "ok"]
-    assert "died twice" in eps[15]["error"] and "ActorDiedError" in eps[15]["error"]
+                                                          "timeout", "agent_error", "ok"]
+    assert "exit code 3" in eps[15]["error"] and read_results(out).data["isolation"]["mode"] == "process"
 
 
 def test_resume_a_local_journal_on_ray(ray_local, local_reference, tmp_path, capsys):
