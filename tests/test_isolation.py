@@ -219,3 +219,56 @@ def test_the_network_is_unreachable(tmp_path, capsys):
     if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
         pytest.skip("no network namespace on this machine")
     assert all(e["status"] == "agent_error" and "Network is unreachable" in e["error"] for e in episodes)
+
+
+def test_only_the_named_llm_endpoint_is_reachable(tmp_path, capsys):
+    """With --llm-endpoint, the agent reaches that endpoint (at 127.0.0.1 on its port, forwarded by the
+    worker) and nothing else: another port on the same host stays unreachable."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    other = socket.socket()
+    other.bind(("127.0.0.1", 0))
+    other.listen(8)
+    other_port = other.getsockname()[1]
+    served = []
+
+    def serve():
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                data = conn.recv(100)
+                served.append(data)
+                conn.sendall(b"pong:" + data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    agent = _write_agent(tmp_path, "llm", attack=f"""
+        import socket
+        with socket.create_connection(("127.0.0.1", {port}), timeout=10) as s:
+            s.sendall(b"ping")
+            assert s.recv(100) == b"pong:ping"
+        try:
+            socket.create_connection(("127.0.0.1", {other_port}), timeout=2)
+            raise AssertionError("reached a port that was not named")
+        except OSError:
+            pass
+    """)
+    try:
+        code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys, "--episodes", "1",
+                                         "--llm-endpoint", f"http://127.0.0.1:{port}/v1")
+    finally:
+        server.close()
+        other.close()
+    if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
+        pytest.skip("no network namespace on this machine")
+    assert code == 0, [e.get("error") for e in episodes]
+    assert served and set(served) == {b"ping"}
+    assert data["isolation"]["llm_endpoint"] == f"127.0.0.1:{port}"
+    assert f"127.0.0.1:{port}" in data["isolation"]["layers"]["network_namespace"]

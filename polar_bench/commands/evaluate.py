@@ -43,6 +43,10 @@ def register(sub) -> None:
     p.add_argument("--agent-network", action="store_true",
                    help="let the agent process use the host's network (for an LLM endpoint the agent calls); "
                         "recorded in the results. Without it the agent process has no network at all")
+    p.add_argument("--llm-endpoint", metavar="URL",
+                   help="an LLM endpoint the agent may call (e.g. http://127.0.0.1:8080/v1): inside its network "
+                        "namespace the agent reaches it at 127.0.0.1 on the same port, forwarded by the worker; "
+                        "nothing else is reachable")
     p.add_argument("--harness-plugin", action="append", default=[], metavar="FILE",
                    help="a trusted Python file imported in the evaluation workers before any harness is made, "
                         "e.g. one that registers a harness family (results marked non-standard); repeatable")
@@ -59,6 +63,19 @@ def run(args) -> int:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.address and args.backend != "ray":
         raise UserError("--address only applies to --backend ray; add --backend ray")
+    endpoint = None
+    if args.llm_endpoint:
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(args.llm_endpoint if "//" in args.llm_endpoint else "http://" + args.llm_endpoint)
+        try:
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            port = None
+        if not parts.hostname or not port:
+            raise UserError(f"--llm-endpoint {args.llm_endpoint!r} names no host and port; give a URL such as "
+                            f"http://127.0.0.1:8080/v1")
+        endpoint = (parts.hostname, port)
     suite = load_suite(args.suite)
     tasks = suite.select(args.tasks, args.domains)
     cfg = EvalConfig(
@@ -69,6 +86,7 @@ def run(args) -> int:
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
         in_process=args.in_process, agent_memory_mb=args.agent_memory, agent_network=args.agent_network,
+        llm_endpoint=endpoint,
         harness_plugins=tuple(args.harness_plugin),
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
     )

@@ -196,10 +196,14 @@ class _Server:
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     req, resp = int(cfg["req_fd"]), int(cfg["resp_fd"])
+    fwd = cfg.get("forward_fd")
     hi_req, hi_resp = os.dup(req), os.dup(resp)
+    hi_fwd = os.dup(int(fwd)) if fwd is not None else None
     os.dup2(hi_req, REQ_FD)
     os.dup2(hi_resp, RESP_FD)
-    os.closerange(RESP_FD + 1, 1 << 16)
+    if hi_fwd is not None:
+        os.dup2(hi_fwd, RESP_FD + 1)
+    os.closerange(RESP_FD + 1 + (hi_fwd is not None), 1 << 16)
 
     from polar_bench.evaluate.lockdown import lock_down
     from polar_bench.sandbox import _wire
@@ -207,7 +211,8 @@ def main() -> None:
     pipe = _Pipe(_wire)
     try:
         layers = lock_down(cfg["workdir"], memory_mb=cfg.get("memory_mb"),
-                           max_processes=int(cfg["max_processes"]), network=bool(cfg.get("network")))
+                           max_processes=int(cfg["max_processes"]), network=bool(cfg.get("network")),
+                           forward_port=cfg.get("forward_port"), forward_fd=RESP_FD + 1 if fwd is not None else None)
     except Exception as exc:  # noqa: BLE001 - report, never run the agent half locked down
         pipe.write(b"E", {"error": f"the agent process could not lock itself down: {_format(exc)}"})
         return

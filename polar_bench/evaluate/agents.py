@@ -19,9 +19,11 @@ import os
 import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -197,6 +199,60 @@ class InProcessAgents:
         self.restart()
 
 
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while True:
+            data = src.recv(1 << 16)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+class _Forwarder:
+    """Accepts the agent's connections on the listening socket it handed over (127.0.0.1:PORT inside
+    its network namespace) and joins each to the LLM endpoint the user named, byte for byte."""
+
+    def __init__(self, listener: socket.socket, target: tuple[str, int]):
+        self.listener = listener
+        self.target = target
+        threading.Thread(target=self._accept, daemon=True, name="polar_bench-llm-forward").start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        try:
+            upstream = socket.create_connection(self.target, timeout=30)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
+        _pump(client, upstream)
+        client.close()
+        upstream.close()
+
+    def close(self) -> None:
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept() of the other thread
+        except OSError:
+            pass
+        self.listener.close()
+
+
 class IsolatedAgents:
     """The agent file loaded in a locked-down process of its own (see `agent_process`)."""
 
@@ -204,8 +260,11 @@ class IsolatedAgents:
 
     def __init__(self, agent_path: str, *, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,
                  max_processes: int = DEFAULT_AGENT_PROCESSES, network: bool = False,
-                 start_timeout: float = START_TIMEOUT_S):
+                 llm_endpoint: tuple[str, int] | None = None, start_timeout: float = START_TIMEOUT_S):
         self.agent_path = os.path.abspath(agent_path)
+        self.llm_endpoint = llm_endpoint
+        self._forwarder: _Forwarder | None = None
+        self._channel: socket.socket | None = None
         self.memory_mb = memory_mb
         self.max_processes = max_processes
         self.network = network
@@ -237,15 +296,24 @@ class IsolatedAgents:
         resp_r, resp_w = os.pipe()
         cfg = {"req_fd": req_r, "resp_fd": resp_w, "workdir": self._workdir, "agent_path": self.agent_path,
                "memory_mb": self.memory_mb, "max_processes": self.max_processes, "network": self.network}
+        passed = [req_r, resp_w]
+        child_channel = None
+        if self.llm_endpoint is not None and not self.network:
+            self._channel, child_channel = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            cfg["forward_port"] = int(self.llm_endpoint[1])
+            cfg["forward_fd"] = child_channel.fileno()
+            passed.append(child_channel.fileno())
         env = dict(os.environ, HOME=self._workdir, TMPDIR=self._workdir, PYTHONDONTWRITEBYTECODE="1")
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-B", "-m", "polar_bench.evaluate.agent_process", json.dumps(cfg)],
-                stdin=subprocess.DEVNULL, env=env, cwd=self._workdir, pass_fds=(req_r, resp_w),
+                stdin=subprocess.DEVNULL, env=env, cwd=self._workdir, pass_fds=tuple(passed),
                 close_fds=True, start_new_session=True)
         finally:
             os.close(req_r)
             os.close(resp_w)
+            if child_channel is not None:
+                child_channel.close()
         self._req, self._resp = req_w, resp_r
         os.set_blocking(self._resp, False)
         tag, hello = self._receive(time.monotonic() + self.start_timeout, "start")
@@ -257,6 +325,17 @@ class IsolatedAgents:
             raise AgentLoadError("the agent process sent an unreadable greeting; it must not write to its "
                                  "protocol pipes")
         self.layers = {str(k): str(v) for k, v in hello["layers"].items()}
+        if self._channel is not None and self.llm_endpoint is not None:
+            self._channel.settimeout(10)
+            try:
+                _, fds, _, _ = socket.recv_fds(self._channel, 16, 1)
+            except OSError:
+                fds = []
+            if len(fds) != 1:
+                self.kill()
+                raise AgentLoadError("the agent process did not hand over its loopback listener for the LLM "
+                                     "endpoint; run without --llm-endpoint to see whether the agent starts")
+            self._forwarder = _Forwarder(socket.socket(fileno=fds[0]), self.llm_endpoint)
         info = hello.get("info")
         self.info = info if isinstance(info, dict) else {}
 
@@ -276,6 +355,12 @@ class IsolatedAgents:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
                 pass
+        if self._forwarder is not None:
+            self._forwarder.close()
+            self._forwarder = None
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
         for name in ("_req", "_resp"):
             fd = getattr(self, name)
             if fd >= 0:

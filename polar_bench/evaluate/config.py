@@ -53,7 +53,8 @@ class EvalConfig:
     envs_per_worker: int = 1  # episodes each worker plays at once, stepped together
     in_process: bool = False  # debugging only: the agent runs inside the workers; results not submittable
     agent_memory_mb: int | None = None  # address-space limit of each agent process (None: the default)
-    agent_network: bool = False  # keep the host network for the agent (an LLM endpoint); recorded
+    agent_network: bool = False  # keep the host network for the agent; recorded
+    llm_endpoint: tuple[str, int] | None = None  # (host, port) the agent may reach at 127.0.0.1:port
     harness_plugins: tuple[str, ...] = ()  # trusted files imported in the workers (harness families)
 
     def units(self) -> list[Unit]:

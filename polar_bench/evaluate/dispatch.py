@@ -74,13 +74,14 @@ def make_runner(agent_path: str, settings: dict) -> EpisodeRunner:
     load_harness_plugins(settings.get("plugins", {}))
     return EpisodeRunner(agent_path, settings["options"], settings["step_timeout"], settings["episode_timeout"],
                          settings["lanes"], in_process=settings["in_process"],
-                         agent_memory_mb=settings["agent_memory_mb"], network=settings["network"])
+                         agent_memory_mb=settings["agent_memory_mb"], network=settings["network"],
+                         llm_endpoint=settings["llm_endpoint"])
 
 
 def worker_settings(cfg: EvalConfig, options: dict) -> dict:
     return {"options": options, "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
             "lanes": cfg.envs_per_worker, "in_process": cfg.in_process, "agent_memory_mb": cfg.agent_memory_mb,
-            "network": cfg.agent_network,
+            "network": cfg.agent_network, "llm_endpoint": cfg.llm_endpoint,
             "plugins": {str(Path(p).resolve()): Path(p).read_bytes() for p in cfg.harness_plugins}}
 
 

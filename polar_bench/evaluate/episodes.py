@@ -123,7 +123,8 @@ class EpisodeRunner:
 
     def __init__(self, agent_path: str, options: dict, step_timeout: float | None,
                  episode_timeout: float | None, lanes: int = 1, *, in_process: bool = False,
-                 agent_memory_mb: int | None = None, network: bool = False):
+                 agent_memory_mb: int | None = None, network: bool = False,
+                 llm_endpoint: tuple[str, int] | None = None):
         self.options = options
         self.step_timeout = step_timeout
         self.episode_timeout = episode_timeout
@@ -132,7 +133,8 @@ class EpisodeRunner:
         if in_process:
             self.agents = InProcessAgents(agent_path)
         else:
-            kwargs: dict[str, Any] = {"network": network}
+            kwargs: dict[str, Any] = {"network": network,
+                                      "llm_endpoint": tuple(llm_endpoint) if llm_endpoint else None}
             if agent_memory_mb is not None:
                 kwargs["memory_mb"] = agent_memory_mb
             self.agents = IsolatedAgents(agent_path, **kwargs)

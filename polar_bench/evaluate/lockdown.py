@@ -7,7 +7,10 @@ it, and `lock_down` returns which ones took effect (recorded in the results unde
 
 1. **Namespaces**: new network, IPC and UTS namespaces (as root directly; otherwise inside a new
    user namespace). The network namespace has only a loopback interface, down: no connection can
-   reach anything, not even 127.0.0.1 of the host.
+   reach anything, not even 127.0.0.1 of the host. With an LLM endpoint named (``forward_port``),
+   the loopback is brought up and one listening socket, 127.0.0.1:PORT inside the namespace, is
+   handed to the trusted worker (over ``forward_fd``), which forwards each connection to that
+   endpoint and nowhere else.
 2. **Resource limits** (hard = soft): address space (``memory_mb``), processes and threads of the
    agent's uid (``max_processes``), no core files.
 3. **Privileges**: as root, the process switches to uid/gid 65534 with no groups and keeps one
@@ -221,11 +224,34 @@ def _capset(low_caps: int) -> None:
         raise OSError(ctypes.get_errno(), "capset failed")
 
 
-def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, network: bool = False) -> dict[str, str]:
+def _loopback_listener(port: int, forward_fd: int) -> None:
+    """Bring up ``lo`` in the new network namespace, listen on 127.0.0.1:``port`` there and hand the
+    listening socket to the trusted worker over the UNIX socket ``forward_fd``."""
+    import fcntl
+    import socket
+    import struct
+
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = struct.unpack("16sH", fcntl.ioctl(s.fileno(), siocgifflags, struct.pack("16sH", b"lo", 0)))[1]
+        fcntl.ioctl(s.fileno(), siocsifflags, struct.pack("16sH", b"lo", flags | iff_up))
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+    channel = socket.socket(fileno=forward_fd)
+    socket.send_fds(channel, [b"L"], [listener.fileno()])
+    listener.close()
+    channel.close()
+
+
+def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, network: bool = False,
+              forward_port: int | None = None, forward_fd: int | None = None) -> dict[str, str]:
     """Apply the layers of the module docstring to the calling process; return those that took effect.
 
     ``workdir`` is the private temporary folder (the only place the process may write);
-    ``network=True`` keeps the host's network namespace (for an LLM endpoint the user named)."""
+    ``network=True`` keeps the host's network namespace; ``forward_port`` and ``forward_fd``: see
+    `_loopback_listener` (an LLM endpoint the user named, reached through the worker)."""
     layers: dict[str, str] = {}
     if not sys.platform.startswith("linux"):
         return {"platform": f"{sys.platform}: no kernel layers (only the separate process)"}
@@ -240,6 +266,10 @@ def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, networ
         if libc.unshare(flags) == 0:
             userns = not root
             layers["network_namespace"] = "on (no network)" + ("" if root else ", in a user namespace")
+            if forward_port and forward_fd is not None:
+                _loopback_listener(forward_port, forward_fd)
+                layers["network_namespace"] = (f"on (no network but 127.0.0.1:{forward_port}, forwarded to the "
+                                               f"named LLM endpoint)" + ("" if root else ", in a user namespace"))
         else:
             layers["network_namespace"] = f"unavailable (unshare errno {ctypes.get_errno()})"
 

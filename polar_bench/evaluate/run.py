@@ -157,6 +157,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "submittable": not cfg.in_process,
         "agent_memory_mb": None if cfg.in_process else memory,
         "agent_network": bool(cfg.agent_network),
+        "llm_endpoint": f"{cfg.llm_endpoint[0]}:{cfg.llm_endpoint[1]}" if cfg.llm_endpoint else None,
     }
     if len(layers_seen) > 1:
         isolation["layers_by_worker"] = layers_seen  # workers on machines with different kernels
