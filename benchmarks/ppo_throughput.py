@@ -50,8 +50,7 @@ def run_ours(task: str, steps: int, seed: int, out: Path) -> tuple[float, np.nda
     settings = dict(SETTINGS[task])
     settings["vf_coef"] = 2 * settings["vf_coef"]  # ours: vf_coef * 0.5 * MSE; SB3: vf_coef * MSE
     cfg = ppo.Config(task=task, steps=steps, seed=seed, anneal_lr=True, clip_vloss=False, eval_every=0,
-                     progress=False, checkpoint_dir=str(out / "ck"), curve_dir=str(out / "cu"),
-                     log_dir=str(out / "logs"), **settings)
+                     progress=False, out_dir=str(out), **settings)
     summary = ppo.train(cfg)  # ends with the evaluation on the suite's seeds
     return summary["env_steps"] / summary["train_seconds"], np.array(summary["eval_returns"])
 
