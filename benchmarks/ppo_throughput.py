@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,7 +37,7 @@ import polar_bench  # noqa: E402
 from baselines.ppo import train as ppo  # noqa: E402
 
 # Matched settings per task: ours (Config fields) and SB3's names for the same thing.
-SETTINGS = {
+SETTINGS: dict[str, dict[str, Any]] = {
     "gym/CartPole-v1": dict(num_envs=8, num_steps=32, update_epochs=20, minibatch_size=256, learning_rate=1e-3,
                             gamma=0.98, gae_lambda=0.8, clip_coef=0.2, ent_coef=0.0, vf_coef=0.5,
                             max_grad_norm=0.5, norm_obs=False, norm_reward=False),  # rl-zoo's CartPole
@@ -50,8 +51,7 @@ def run_ours(task: str, steps: int, seed: int, out: Path) -> tuple[float, np.nda
     settings = dict(SETTINGS[task])
     settings["vf_coef"] = 2 * settings["vf_coef"]  # ours: vf_coef * 0.5 * MSE; SB3: vf_coef * MSE
     cfg = ppo.Config(task=task, steps=steps, seed=seed, anneal_lr=True, clip_vloss=False, eval_every=0,
-                     progress=False, checkpoint_dir=str(out / "ck"), curve_dir=str(out / "cu"),
-                     log_dir=str(out / "logs"), **settings)
+                     progress=False, out_dir=str(out), **settings)
     summary = ppo.train(cfg)  # ends with the evaluation on the suite's seeds
     return summary["env_steps"] / summary["train_seconds"], np.array(summary["eval_returns"])
 
@@ -84,8 +84,8 @@ def run_sb3(task: str, steps: int, seed: int) -> tuple[float, np.ndarray]:
         while not done:
             o = env.normalize_obs(obs) if isinstance(env, VecNormalize) else obs
             action, _ = model.predict(o, deterministic=True)
-            action = int(action) if np.ndim(action) == 0 else np.clip(action, -1, 1).astype(np.float32)
-            obs, reward, terminated, truncated, _ = harness.step(action)
+            chosen = int(action) if np.ndim(action) == 0 else np.clip(action, -1, 1).astype(np.float32)
+            obs, reward, terminated, truncated, _ = harness.step(chosen)
             total += reward
             done = terminated or truncated
         harness.close()
@@ -138,7 +138,8 @@ def main(argv=None) -> None:
     print(f"{'task':18} {'steps':>7} {'ours steps/s':>13} {'SB3 steps/s':>12} {'ratio':>6}   "
           f"{'ours final return':>20} {'SB3 final return':>20}")
     for task, steps, ours, sb3, ours_ret, sb3_ret in rows:
-        print(f"{task:18} {steps:7d} {ours:13.0f} {sb3:12.0f} {ours / sb3:6.2f}   {ci95(ours_ret):>20} {ci95(sb3_ret):>20}")
+        print(f"{task:18} {steps:7d} {ours:13.0f} {sb3:12.0f} {ours / sb3:6.2f}   "
+              f"{ci95(ours_ret):>20} {ci95(sb3_ret):>20}")
     print("final return: mean over seeds of each seed's mean over suite v1's evaluation episodes (mode action)"
           " +- 95% Student-t CI over seeds")
 

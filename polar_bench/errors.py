@@ -8,7 +8,9 @@ polar_bench or in a native environment and keeps its traceback.
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+import sys
+from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "PolarBenchError",
@@ -16,6 +18,7 @@ __all__ = [
     "UnknownTaskError",
     "MissingDependencyError",
     "HarnessError",
+    "HarnessOptionError",
     "InvalidActionError",
     "EpisodeOverError",
     "HarnessClosedError",
@@ -27,6 +30,7 @@ __all__ = [
     "LLMError",
     "LLMTimeoutError",
     "did_you_mean",
+    "describe_value",
 ]
 
 
@@ -42,6 +46,19 @@ def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:
     """Return ' Did you mean: a, b?' for the closest candidates, or '' when none is close."""
     close = difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.5)
     return f" Did you mean: {', '.join(close)}?" if close else ""
+
+
+def describe_value(value: Any) -> str:
+    """A short description of a value for an error message: ``int 5``, ``str 'left'``, or ``array of
+    dtype float32 and shape (3,)`` for a numpy array (never its full contents); reprs longer than 80
+    characters are cut with ``...``."""
+    numpy = sys.modules.get("numpy")  # a value can only be an ndarray if numpy is imported already
+    if numpy is not None and isinstance(value, numpy.ndarray):
+        return f"array of dtype {value.dtype} and shape {value.shape}"
+    text = repr(value)
+    if len(text) > 80:
+        text = text[:77] + "..."
+    return f"{type(value).__name__} {text}"
 
 
 class UnknownTaskError(UserError, KeyError):
@@ -67,7 +84,7 @@ class HarnessError(PolarBenchError):
         self.task_id = task_id
         self.seed = seed
         self.step = step
-        self.original = original
+        self.original: BaseException | None = original
         self.native_traceback = native_traceback
         super().__init__(
             f"{task_id} failed at step {step} of the episode with seed {seed}: "
@@ -78,6 +95,25 @@ class HarnessError(PolarBenchError):
         return (HarnessError, (self.task_id, self.seed, self.step,
                                RuntimeError(f"{type(self.original).__name__}: {self.original}"),
                                self.native_traceback))
+
+
+class HarnessOptionError(HarnessError, UserError, ValueError):
+    """An option that a harness family does not accept, or a bad value of an option every family takes
+    (``max_episode_steps``, ``text``), given to ``polar_bench.make`` or a suite's task options. Raised
+    before the native environment is built; a `UserError` (the commands exit with code 2).
+
+    Attributes: ``task_id``; ``seed`` is None and ``step`` 0 (no episode was played)."""
+
+    def __init__(self, task_id: str, message: str):
+        self.task_id = task_id
+        self.seed = None
+        self.step = 0
+        self.original = None
+        self.native_traceback = ""
+        PolarBenchError.__init__(self, message)
+
+    def __reduce__(self):
+        return (HarnessOptionError, (self.task_id, str(self)))
 
 
 class InvalidActionError(PolarBenchError, ValueError):

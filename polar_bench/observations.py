@@ -100,7 +100,7 @@ def _flatten(space: spaces.Space, obs: Any, parts: list) -> None:
         nvec = np.asarray(space.nvec).ravel()
         if values.size != nvec.size:
             raise ValueError(f"observation of shape {np.shape(obs)} does not fit {space}")
-        for v, s, n in zip(values.tolist(), starts.tolist(), nvec.tolist()):
+        for v, s, n in zip(values.tolist(), starts.tolist(), nvec.tolist(), strict=True):
             parts.append(_one_hot(int(v) - int(s), int(n), str(space)))
     elif isinstance(space, spaces.MultiBinary):
         parts.append(np.asarray(obs, dtype=np.float32).ravel())
@@ -114,7 +114,7 @@ def _flatten(space: spaces.Space, obs: Any, parts: list) -> None:
     elif isinstance(space, spaces.Tuple):
         if len(obs) != len(space.spaces):
             raise ValueError(f"expected {len(space.spaces)} entries for {space}, got {len(obs)}")
-        for sub, value in zip(space.spaces, obs):
+        for sub, value in zip(space.spaces, obs, strict=True):
             _flatten(sub, value, parts)
     elif isinstance(space, spaces.Text):
         pass

@@ -13,9 +13,10 @@ import hashlib
 import json
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import SuiteError, did_you_mean
 
@@ -205,7 +206,8 @@ def parse_suite(data: Mapping[str, Any], path: str = "<memory>") -> Suite:
         raise SuiteError(f"{path}: missing the [suite] table (name, version, seed, runs, episodes)")
     unknown = set(head) - _SUITE_KEYS
     if unknown:
-        raise SuiteError(f"{path}: [suite] has unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_SUITE_KEYS))}")
+        raise SuiteError(f"{path}: [suite] has unknown field {sorted(unknown)[0]!r}; "
+                         f"allowed: {', '.join(sorted(_SUITE_KEYS))}")
     where = f"{path} [suite]"
     name = _req(head, "name", str, where)
     version = _req(head, "version", str, where)

@@ -9,8 +9,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -36,7 +37,7 @@ class Component:
         return {k: v for k, v in dataclasses.asdict(self).items() if v not in (None, "")}
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "Component":
+    def from_json(cls, data: Mapping[str, Any]) -> Component:
         return cls(**data)
 
 
@@ -93,11 +94,11 @@ def space_from_json(data: Mapping[str, Any]) -> spaces.Space:
                 return np.array([_unnum(x) for x in v], dtype=dtype).reshape(shape)
             return np.full(shape, _unnum(v), dtype=dtype)
 
-        return spaces.Box(low=arr(data["low"]), high=arr(data["high"]), shape=shape, dtype=dtype)
+        return spaces.Box(low=arr(data["low"]), high=arr(data["high"]), shape=shape, dtype=dtype.type)
     if kind == "Discrete":
         return spaces.Discrete(int(data["n"]), start=int(data.get("start", 0)))
     if kind == "MultiDiscrete":
-        return spaces.MultiDiscrete(np.array(data["nvec"]), dtype=np.dtype(data.get("dtype", "int64")))
+        return spaces.MultiDiscrete(np.array(data["nvec"]), dtype=np.dtype(data.get("dtype", "int64")).type)
     if kind == "MultiBinary":
         return spaces.MultiBinary(data["n"])
     if kind == "Dict":
@@ -148,7 +149,7 @@ class TaskInfo:
     native_id: str = ""
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    __hash__ = None  # spaces are not hashable
+    __hash__ = None  # type: ignore[assignment]  # unhashable on purpose: its spaces are not hashable
 
     @property
     def family(self) -> str:
@@ -184,23 +185,23 @@ class TaskInfo:
         return json.dumps(self.to_json(), sort_keys=True)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | str) -> "TaskInfo":
-        if isinstance(data, str):
-            data = json.loads(data)
+    def from_json(cls, data: Mapping[str, Any] | str) -> TaskInfo:
+        record: Mapping[str, Any] = json.loads(data) if isinstance(data, str) else data
+        low, high = record["reward_range"]
         return cls(
-            id=data["id"],
-            domain=data["domain"],
-            description=data["description"],
-            observation_space=space_from_json(data["observation_space"]),
-            action_space=space_from_json(data["action_space"]),
-            observation_components=tuple(Component.from_json(c) for c in data["observation_components"]),
-            action_components=tuple(Component.from_json(c) for c in data["action_components"]),
-            reward_range=tuple(_unnum(v) for v in data["reward_range"]),
-            max_episode_steps=int(data["max_episode_steps"]),
-            package=data["package"],
-            package_version=data["package_version"],
-            has_text=bool(data["has_text"]),
-            text_note=data["text_note"],
-            native_id=data["native_id"],
-            options=dict(data["options"]),
+            id=record["id"],
+            domain=record["domain"],
+            description=record["description"],
+            observation_space=space_from_json(record["observation_space"]),
+            action_space=space_from_json(record["action_space"]),
+            observation_components=tuple(Component.from_json(c) for c in record["observation_components"]),
+            action_components=tuple(Component.from_json(c) for c in record["action_components"]),
+            reward_range=(_unnum(low), _unnum(high)),
+            max_episode_steps=int(record["max_episode_steps"]),
+            package=record["package"],
+            package_version=record["package_version"],
+            has_text=bool(record["has_text"]),
+            text_note=record["text_note"],
+            native_id=record["native_id"],
+            options=dict(record["options"]),
         )

@@ -17,6 +17,7 @@ import json
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 SEED = 20261202
 RUNS = 3
@@ -54,12 +55,14 @@ PROCGEN_EASY = {
     "heist": (3.5, 10.0), "jumper": (3.0, 10.0), "leaper": (3.0, 10.0), "maze": (5.0, 10.0),
     "miner": (1.5, 13.0), "ninja": (3.5, 10.0), "plunder": (4.5, 30.0), "starpilot": (2.5, 64.0),
 }
-PROCGEN_SRC = "Procgen easy-mode R_{} (Cobbe et al. 2020, arXiv:1912.01588; openai/train-procgen constants used by rliable)"
+PROCGEN_SRC = ("Procgen easy-mode R_{} (Cobbe et al. 2020, arXiv:1912.01588; "
+               "openai/train-procgen constants used by rliable)")
 
 # (task, domain, episodes, options, low, high); a reference is ("measured", kind) or (value, source).
 MEASURED_MEAN = ("measured", "mean")
 MEASURED_P95 = ("measured", "p95")
-TASKS = [
+Reference = tuple[Any, str]  # (value, source), or MEASURED_MEAN / MEASURED_P95
+TASKS: list[tuple[str, str, int, dict[str, Any], Reference, Reference]] = [
     ("gym/CartPole-v1", "classic", 10, {}, MEASURED_MEAN,
      (500.0, "the maximum return: 500 steps at reward 1 (Gymnasium CartPole-v1 step limit)")),
     ("gym/Acrobot-v1", "classic", 10, {}, MEASURED_MEAN,

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing as mp
+import pickle
+import re
 import warnings
 from typing import Any, ClassVar
 
@@ -19,8 +21,15 @@ from gymnasium import spaces
 from gymnasium.utils.env_checker import check_env
 
 import polar_bench
-from polar_bench.errors import (EpisodeOverError, HarnessClosedError, InvalidActionError,
-                                NoTextRenderingError)
+from polar_bench.errors import (
+    EpisodeOverError,
+    HarnessClosedError,
+    HarnessError,
+    HarnessOptionError,
+    InvalidActionError,
+    NoTextRenderingError,
+    UserError,
+)
 from polar_bench.task_info import TaskInfo
 
 
@@ -204,6 +213,35 @@ class HarnessConformance:
             harness.step(a)
         harness.reset(seed=1)  # a new episode works again
         harness.close()
+
+    def test_options_are_checked_alike_in_every_family(self, task_id):
+        # The same checks, from the base class, for every family: a positive integer step limit, a
+        # boolean text flag, and one error naming the task and the options its family accepts.
+        for bad in (0, -5, 2.5, True, "10"):
+            with pytest.raises(HarnessOptionError, match=re.escape(f"{task_id}: max_episode_steps must be a "
+                                                                   f"positive integer")):
+                self.make(task_id, max_episode_steps=bad)
+            with pytest.raises(HarnessOptionError, match="max_episode_steps"):
+                polar_bench.harness.check_options(task_id, {**self.overrides, "max_episode_steps": bad})
+        with pytest.raises(HarnessOptionError, match=re.escape(f"{task_id}: text must be True or False")):
+            self.make(task_id, text="yes")
+        with pytest.raises(HarnessOptionError) as err:
+            self.make(task_id, no_such_option=1)
+        error = err.value
+        assert isinstance(error, HarnessError) and isinstance(error, UserError)  # the commands exit with 2
+        assert error.task_id == task_id and str(error).startswith(f"{task_id}: unknown option 'no_such_option'")
+        harness = self.make(task_id, max_episode_steps=7)
+        assert harness.task_info.max_episode_steps == 7
+        accepted = type(harness).accepted_options(task_id.split("/", 1)[1])
+        harness.close()
+        assert accepted is not None and {"max_episode_steps", "text"} <= set(accepted)
+        assert set(self.overrides) <= set(accepted)
+        assert str(error).endswith(f"family accepts: {', '.join(sorted(accepted))}")
+        with pytest.raises(HarnessOptionError, match="no_such_option"):
+            polar_bench.harness.check_options(task_id, {"no_such_option": 1})
+        polar_bench.harness.check_options(task_id, {**self.overrides, "max_episode_steps": 7, "text": False})
+        copy = pickle.loads(pickle.dumps(error))  # errors cross worker processes
+        assert type(copy) is HarnessOptionError and str(copy) == str(error) and copy.task_id == task_id
 
     def test_close_is_idempotent(self, task_id):
         harness = self.make(task_id)

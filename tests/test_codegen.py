@@ -4,7 +4,6 @@ chosen program, and evaluating it through the CLI with no LLM involved."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -14,12 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import polar_bench  # noqa: E402
+from baselines.codegen import search as cg  # noqa: E402
+from baselines.codegen.templates import Template  # noqa: E402
 from polar_bench.errors import LLMError  # noqa: E402
 from polar_bench.llm import Completion, LLMClient, make_client  # noqa: E402
 from polar_bench.suite import load_suite  # noqa: E402
-
-from baselines.codegen import search as cg  # noqa: E402
-from baselines.codegen.templates import Template  # noqa: E402
 
 SUITE = ROOT / "tests" / "data" / "suites" / "codegen_tiny.toml"
 GOOD = "    if pole_angle + 0.5 * pole_angular_velocity > 0.0:\n        return 1\n    return 0\n"
@@ -221,3 +219,17 @@ def test_the_action_cycle_hint_names_the_action_range_and_gives_no_list_to_copy(
     program = t.parse("    actions = [1, 18, 22]\n")
     assert program.rstrip().endswith("return actions[t % len(actions)]")
     assert '"22"' in t.grammar()
+
+
+class AlwaysFailingBackend(FakeBackend):
+    def generate(self, request):
+        self.requests.append(request)
+        raise LLMError("the server is down")
+
+
+def test_a_search_whose_every_llm_call_fails_is_one_clear_error():
+    backend = AlwaysFailingBackend([GOOD])
+    with pytest.raises(LLMError, match=r"gym/CartPole-v1 run 0: all 4 LLM calls .* the server is down"):
+        cg.search_task(LLMClient(backend), "gym/CartPole-v1", 0, candidates=2, rounds=2, episodes=1,
+                       options={"max_episode_steps": 20})
+    assert len(backend.requests) == 4

@@ -5,8 +5,9 @@ import pytest
 
 pytest.importorskip("minigrid")
 
-import polar_bench  # noqa: E402
 from harness_conformance import HarnessConformance  # noqa: E402
+
+import polar_bench  # noqa: E402
 from polar_bench.errors import MissingDependencyError, UnknownTaskError  # noqa: E402
 from polar_bench.harness.babyai import MISSION_MAX_LENGTH, describe_view  # noqa: E402
 from polar_bench.observations import flatten_observation, flatten_space  # noqa: E402

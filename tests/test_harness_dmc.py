@@ -5,8 +5,9 @@ import pytest
 
 pytest.importorskip("dm_control")
 
-import polar_bench  # noqa: E402
 from harness_conformance import HarnessConformance, action_sequence  # noqa: E402
+
+import polar_bench  # noqa: E402
 from polar_bench.errors import MissingDependencyError, UnknownTaskError  # noqa: E402
 
 
@@ -63,7 +64,7 @@ def test_reseeding_per_episode_equals_a_fresh_load():
         got_rewards.append(r)
     h.close()
     want_obs, want_rewards = _native_rollout("cartpole", "swingup", 11, actions)
-    assert all(np.array_equal(a, b) for a, b in zip(got_obs, want_obs))
+    assert all(np.array_equal(a, b) for a, b in zip(got_obs, want_obs, strict=True))
     assert got_rewards == want_rewards
 
 
@@ -78,7 +79,7 @@ def test_actions_are_rescaled_to_the_native_bounds():
     assert np.allclose(h._convert_action(-np.ones(n, dtype=np.float32)), spec.minimum)
     assert np.allclose(h._convert_action(np.zeros(n, dtype=np.float32)), (spec.maximum + spec.minimum) / 2)
     comps = h.task_info.action_components
-    assert [(c.low, c.high) for c in comps] == list(zip(spec.minimum.tolist(), spec.maximum.tolist()))
+    assert [(c.low, c.high) for c in comps] == list(zip(spec.minimum.tolist(), spec.maximum.tolist(), strict=True))
     physics = h._physics
     assert [c.name for c in comps] == [physics.model.id2name(i, "actuator") for i in range(n)]
     h.close()

@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
+from harness_conformance import HarnessConformance
 
 import polar_bench
-from harness_conformance import HarnessConformance
 
 
 class TestGymConformance(HarnessConformance):

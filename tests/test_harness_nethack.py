@@ -4,9 +4,9 @@ import sys
 
 import numpy as np
 import pytest
+from harness_conformance import HarnessConformance, action_sequence, trajectory
 
 import polar_bench
-from harness_conformance import HarnessConformance, action_sequence, trajectory
 from polar_bench.errors import MissingDependencyError
 
 try:
@@ -72,7 +72,7 @@ def test_step_limit_is_nles_and_a_truncation():
     assert h._env._max_episode_steps == 7 and h.task_info.max_episode_steps == 7
     assert polar_bench.make("nethack/Score").task_info.max_episode_steps == 5000
     h.reset(seed=0)
-    for t in range(7):
+    for _ in range(7):
         _, _, term, trunc, info = h.step(19)  # wait a turn
     assert trunc and not term and info["end_status"] == "aborted"
     h.close()

@@ -9,10 +9,10 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from harness_conformance import HarnessConformance
 
 import polar_bench
 from polar_bench.errors import HarnessError, MissingDependencyError, UnknownTaskError
-from harness_conformance import HarnessConformance
 
 DOC = Path(__file__).parent.parent / "docs" / "harnesses.md"
 
@@ -20,7 +20,9 @@ DOC = Path(__file__).parent.parent / "docs" / "harnesses.md"
 def _doc_example() -> str:
     """The first Python block of docs/harnesses.md under 'Writing a harness family'."""
     text = DOC.read_text().split("## Writing a harness family", 1)[1]
-    return re.search(r"```python\n(.*?)```", text, re.S).group(1)
+    match = re.search(r"```python\n(.*?)```", text, re.S)
+    assert match is not None, "docs/harnesses.md has no Python example under 'Writing a harness family'"
+    return match.group(1)
 
 
 def _load_example_module(tmp_dir: Path):

@@ -3,9 +3,9 @@ import sys
 
 import numpy as np
 import pytest
+from harness_conformance import HarnessConformance, trajectory
 
 import polar_bench
-from harness_conformance import HarnessConformance, trajectory
 from polar_bench.errors import MissingDependencyError
 from polar_bench.harness.procgen import LEVEL_SEED_BOUND, level_for_seed
 

@@ -14,8 +14,21 @@ from pathlib import Path
 import pytest
 
 from polar_bench.errors import LLMError, LLMTimeoutError
-from polar_bench.llm import (Choices, Completion, DiskCache, Grammar, LLMClient, OpenAIBackend, Recorder,
-                             Request, cache_key, call_seed, choices_grammar, make_client, parse_choice)
+from polar_bench.llm import (
+    Choices,
+    Completion,
+    DiskCache,
+    Grammar,
+    LLMClient,
+    OpenAIBackend,
+    Recorder,
+    Request,
+    cache_key,
+    call_seed,
+    choices_grammar,
+    make_client,
+    parse_choice,
+)
 
 USER = [{"role": "user", "content": "Which way?"}]
 

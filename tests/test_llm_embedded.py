@@ -19,10 +19,18 @@ except ImportError:
                 allow_module_level=True)
 
 from polar_bench.errors import LLMError
-from polar_bench.llm import (Choices, EmbeddedBackend, Grammar, LLMClient, Recorder, call_seed,
-                             default_model_path, file_sha256)
+from polar_bench.llm import (
+    Choices,
+    EmbeddedBackend,
+    Grammar,
+    LLMClient,
+    Recorder,
+    call_seed,
+    default_model_path,
+    file_sha256,
+)
 
-SKILLS = ["go to the red ball", "pick up the key", "open the door", "drop the object", "explore"]
+SKILLS = ("go to the red ball", "pick up the key", "open the door", "drop the object", "explore")
 THINGS = ["a red ball", "a yellow key", "a locked door", "a green box", "nothing", "a purple ball",
           "a grey wall", "an open door"]
 
@@ -122,7 +130,7 @@ def test_recorder_sums_with_the_real_model(backend, tmp_path):
     assert len(lines) == 4
     assert lines[0]["model"]["sha256"] == file_sha256(default_model_path())
     assert lines[0]["model"]["model"] == "SmolLM2-135M-Instruct.Q4_1"
-    assert lines[0]["constraint"]["options"] == SKILLS and lines[0]["valid"] is True
+    assert lines[0]["constraint"]["options"] == list(SKILLS) and lines[0]["valid"] is True
     assert lines[3]["constraint"] is None and lines[3]["valid"] is None and lines[3]["completion"] == outs[3].text
 
 

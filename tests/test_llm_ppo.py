@@ -132,7 +132,8 @@ def test_nethack_skills_end_on_their_events():
     descend = S.NetHackSkill("descend", policies, "Score", 100, _nethack_obs())
     assert used[-1] == "Staircase" and descend.act(_nethack_obs()) == (3, 1.0)
     assert descend.ended(_nethack_obs()) is None and descend.ended(_nethack_obs(depth=2)) == "descended"
-    assert S.NetHackSkill("pick up", policies, "Score", 100, _nethack_obs()).ended(_nethack_obs(gold=5)) == "picked up gold"
+    pick_up = S.NetHackSkill("pick up", policies, "Score", 100, _nethack_obs())
+    assert pick_up.ended(_nethack_obs(gold=5)) == "picked up gold"
     assert S.NetHackSkill("eat", policies, "Score", 100, _nethack_obs(hunger=2)).ended(_nethack_obs(hunger=0)) == "ate"
     follow = S.NetHackSkill("follow the task", policies, "Oracle", 2, _nethack_obs())
     assert used[-1] == "Oracle"

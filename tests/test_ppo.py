@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from baselines.ppo import train as ppo
-from baselines.ppo.networks import (NETHACK_GLYPHS, RunningMeanStd, mission_tokens, nethack_crop)
+from baselines.ppo.networks import NETHACK_GLYPHS, RunningMeanStd, mission_tokens, nethack_crop
 from polar_bench.cli import main as polar_main
 from polar_bench.results import read_results
 
@@ -113,8 +113,65 @@ def test_presets_fill_only_unset_fields():
 
 
 def _dirs(tmp: Path) -> list[str]:
-    return ["--checkpoint-dir", str(tmp / "checkpoints"), "--curve-dir", str(tmp / "curves"),
-            "--log-dir", str(tmp / "logs"), "--no-progress"]
+    return ["--out-dir", str(tmp), "--no-progress"]
+
+
+def test_every_config_field_is_a_flag_with_its_docstring_as_help(capsys):
+    import dataclasses
+
+    with pytest.raises(SystemExit):
+        ppo.build_parser().parse_args(["--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    docs = ppo._field_docs(ppo.Config)
+    for f in dataclasses.fields(ppo.Config):
+        assert docs.get(f.name), f"Config.{f.name} has no docstring"
+        assert "--" + f.name.replace("_", "-") in out and " ".join(docs[f.name].split()) in out, f.name
+    args = vars(ppo.build_parser().parse_args(["--steps", "2e5", "--learning-rate", "1e-3", "--no-anneal-lr",
+                                               "--out-dir", "elsewhere"]))
+    assert args == {"steps": 200_000, "learning_rate": 1e-3, "anneal_lr": False, "out_dir": "elsewhere"}
+
+
+def test_outputs_default_to_runs_at_the_project_root_not_the_source_tree():
+    root = Path(ppo.__file__).resolve().parents[2]
+    assert Path(ppo.Config().out_dir) == root / "runs" / "ppo"
+    assert "/runs/" in (root / ".gitignore").read_text().splitlines()
+    cfg = ppo.Config(task="gym/CartPole-v1", seed=3, out_dir="/x")
+    assert ppo.checkpoint_file(cfg) == Path("/x/checkpoints/gym/CartPole-v1/run3.pt")
+
+
+def test_a_suite_or_task_that_does_not_load_is_an_error_before_training(tmp_path):
+    from polar_bench.errors import HarnessOptionError, SuiteError, UserError
+
+    with pytest.raises(SuiteError, match="unknown suite 'v9'"):
+        ppo.main(["--task", "gym/CartPole-v1", "--suite", "v9", *_dirs(tmp_path)])
+    with pytest.raises(UserError, match=r"suite v1 has no task 'gym/CartPole-v0'.*--suite none"):
+        ppo.main(["--task", "gym/CartPole-v0", "--suite", "v1", *_dirs(tmp_path)])
+    bad_suite = tmp_path / "bad.toml"
+    cartpole = 'id = "gym/CartPole-v1"\n'
+    tiny = (HERE / "data" / "suites" / "tiny.toml").read_text()
+    bad_suite.write_text(tiny.replace(cartpole, cartpole + "options = { colour = 1 }\n"))
+    out = tmp_path / "out"
+    with pytest.raises(HarnessOptionError, match="gym/CartPole-v1: unknown option 'colour'"):
+        ppo.main(["--task", "gym/CartPole-v1", "--suite", str(bad_suite), *_dirs(out)])
+    assert not out.exists()  # nothing was trained or written
+
+
+def test_suite_none_trains_a_task_outside_every_suite_on_seeds_0_to_n(tmp_path):
+    [summary] = ppo.main(["--task", "gym/CartPole-v0", "--suite", "none", "--steps", "64", "--num-envs", "2",
+                          "--num-steps", "32", "--eval-episodes", "3", *_dirs(tmp_path)])
+    meta = json.loads((tmp_path / "checkpoints" / "gym" / "CartPole-v0" / "run0.json").read_text())
+    assert meta["eval_seeds"] == [0, 1, 2] and len(summary["eval_returns"]) == 3
+    assert summary["checkpoint"] == str(tmp_path / "checkpoints" / "gym" / "CartPole-v0" / "run0.pt")
+
+
+def test_command_line_errors_are_one_line_and_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "baselines.ppo.train", "--suite", "v9", "--out-dir", str(tmp_path)],
+                          cwd=HERE.parent, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: unknown suite 'v9'"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_yaml_experiment_trains_every_harness_and_seed(tmp_path):
@@ -131,7 +188,8 @@ def test_yaml_experiment_trains_every_harness_and_seed(tmp_path):
     """))
     configs = ppo.load_experiment(exp)
     assert [(c.task, c.seed, c.num_envs) for c in configs] == [
-        ("gym/CartPole-v1", 0, 2), ("gym/CartPole-v1", 1, 2), ("babyai/GoToRedBall", 0, 2), ("babyai/GoToRedBall", 1, 2)]
+        ("gym/CartPole-v1", 0, 2), ("gym/CartPole-v1", 1, 2),
+        ("babyai/GoToRedBall", 0, 2), ("babyai/GoToRedBall", 1, 2)]
     assert configs[0].steps == 64 and configs[0].minibatch_size == 16 and configs[2].update_epochs == 1
     summaries = ppo.main(["--config", str(exp), *_dirs(tmp_path)])
     assert len(summaries) == 4
@@ -205,7 +263,7 @@ def test_training_writes_tensorboard_events_and_scalars(tmp_path):
     ppo.main(["--task", "gym/CartPole-v1", "--steps", "256", "--seed", "0", "--num-envs", "2",
               "--num-steps", "64", "--eval-every", "128", "--eval-episodes", "1", "--suite", SMOKE,
               *_dirs(tmp_path)])
-    run = tmp_path / "logs" / "gym" / "CartPole-v1" / "seed0"
+    run = tmp_path / "tensorboard" / "gym" / "CartPole-v1" / "seed0"
     assert list(run.glob("events.out.tfevents.*")), sorted(p.name for p in run.iterdir())
     acc = EventAccumulator(str(run))
     acc.Reload()

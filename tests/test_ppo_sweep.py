@@ -24,8 +24,7 @@ EXPERIMENT = {
 
 def _experiment(tmp_path: Path, name: str) -> str:
     data = json.loads(json.dumps(EXPERIMENT))
-    for key, sub in (("checkpoint_dir", "ckpt"), ("curve_dir", "curves"), ("log_dir", "logs")):
-        data["agent"][key] = str(tmp_path / name / sub)
+    data["agent"]["out_dir"] = str(tmp_path / name)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(data))
     return str(path)
@@ -39,9 +38,26 @@ def test_sweep_local_and_ray_write_identical_checkpoints(tmp_path):
     assert [(s["task"], s["seed"]) for s in local] == [("gym/CartPole-v1", 0), ("gym/CartPole-v1", 1)]
     assert [s["eval_returns"] for s in local] == [s["eval_returns"] for s in on_ray]
     for seed in (0, 1):
-        a = tmp_path / "local" / "ckpt" / "gym/CartPole-v1" / f"run{seed}.pt"
-        b = tmp_path / "ray" / "ckpt" / "gym/CartPole-v1" / f"run{seed}.pt"
+        a = tmp_path / "local" / "checkpoints" / "gym/CartPole-v1" / f"run{seed}.pt"
+        b = tmp_path / "ray" / "checkpoints" / "gym/CartPole-v1" / f"run{seed}.pt"
         assert a.is_file() and b.is_file()
         assert json.loads(a.with_suffix(".json").read_text())["eval_return_mean"] == \
             json.loads(b.with_suffix(".json").read_text())["eval_return_mean"]
         assert (tmp_path / "ray" / "curves" / "gym/CartPole-v1" / f"run{seed}.csv").is_file()
+
+
+def test_out_dir_flag_overrides_the_experiment_and_a_bad_suite_stops_the_sweep_first(tmp_path):
+    local = sweep.main([_experiment(tmp_path, "ignored"), "--workers", "1", "--out-dir", str(tmp_path / "chosen")])
+    assert [s["checkpoint"] for s in local] == [
+        str(tmp_path / "chosen" / "checkpoints" / "gym/CartPole-v1" / f"run{seed}.pt") for seed in (0, 1)]
+    assert (tmp_path / "chosen" / "curves" / "gym/CartPole-v1" / "run1.csv").is_file()
+    assert not (tmp_path / "ignored").exists()
+    data = yaml.safe_load(Path(_experiment(tmp_path, "typo")).read_text())
+    data["evaluation"]["suite"] = "v1x"
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(yaml.safe_dump(data))
+    from polar_bench.errors import SuiteError
+
+    with pytest.raises(SuiteError, match="unknown suite 'v1x'"):
+        sweep.main([str(typo)])
+    assert not (tmp_path / "typo").exists()

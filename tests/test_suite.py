@@ -54,6 +54,7 @@ def test_hash_depends_on_content_not_formatting(tmp_path):
 ])
 def test_invalid_suites_are_rejected_with_the_reason(mutate, needle):
     import copy
+
     import tomllib
 
     data = copy.deepcopy(tomllib.loads(TINY.read_text()))
@@ -81,3 +82,18 @@ def test_validate_rejects_unknown_tasks(tmp_path, capsys):
     bad.write_text(TINY.read_text().replace("gym/Pendulum-v1", "gym/Pendulum-v9"))
     assert main(["validate", str(bad)]) == 2
     assert "gym/Pendulum-v9: unknown task" in capsys.readouterr().err
+
+
+def test_validate_rejects_bad_task_options_with_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    text = TINY.read_text()
+    pendulum = 'id = "gym/Pendulum-v1"\n'
+    cartpole = 'id = "gym/CartPole-v1"\n'
+    bad.write_text(text.replace(cartpole, cartpole + "options = { max_episode_steps = 0 }\n")
+                   .replace(pendulum, pendulum + 'options = { g = 9.8, colour = "red" }\n'))
+    assert main(["validate", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "gym/CartPole-v1: max_episode_steps must be a positive integer" in err
+    assert "gym/Pendulum-v1: unknown option 'colour'; the gym family accepts: g, max_episode_steps, render_mode, " \
+           "text" in err  # g, Pendulum's own constructor argument, is accepted
+    assert len(err.strip().splitlines()) == 1

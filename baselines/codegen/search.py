@@ -17,9 +17,10 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -40,10 +41,11 @@ SYSTEM = ("You write short Python policies for control tasks. Answer with code o
 
 
 # ---------------------------------------------------------------------------------- seeds
-def train_seeds(task_id: str, n: int, *, exclude: set[int] = frozenset()) -> list[int]:
+def train_seeds(task_id: str, n: int, *, exclude: Collection[int] = frozenset()) -> list[int]:
     """``n`` training seeds for ``task_id``, derived with a salt of their own and never in ``exclude``
     (the suite's evaluation seeds)."""
-    seeds, i = [], 0
+    seeds: list[int] = []
+    i = 0
     while len(seeds) < n:
         digest = hashlib.sha256(f"{TRAIN_SALT}/{task_id}/{i}".encode()).hexdigest()
         s = int(digest[:8], 16) % SEED_BOUND
@@ -150,7 +152,9 @@ def task_text(task: TaskInfo, template: Template, examples: list[Any]) -> str:
     lines = [f"Task: {task.id}. {task.description}", ""]
     if template.names is not None:
         lines.append("The observation is a list of numbers; the program names them:")
-        for name, comp in zip(template.names, list(task.observation_components) + [None] * 999):
+        components = list(task.observation_components)
+        for i, name in enumerate(template.names):
+            comp = components[i] if i < len(components) else None
             extra = ""
             if comp is not None:
                 extra = "".join([f" ({comp.unit})" if comp.unit else "",
@@ -219,7 +223,7 @@ def search_task(client: LLMClient, task_id: str, run: int, *, candidates: int = 
     if template.kind == "linear":
         # one line of up to three weighted terms per action component: 96 tokens cut the answer
         # short (and so made every candidate invalid) on 6-dimensional actions (cheetah, walker)
-        max_tokens = max(max_tokens, 48 * int(task.action_space.shape[0]))
+        max_tokens = max(max_tokens, 48 * template.action_dims)
     seeds = train_seeds(task_id, episodes, exclude=evaluation_seeds(task_id))
     examples = example_observations(task_id, seeds[0], options=options)
     gbnf = template.grammar()
@@ -228,14 +232,16 @@ def search_task(client: LLMClient, task_id: str, run: int, *, candidates: int = 
     lineage: list[tuple[str, Score] | None] = [None] * candidates
     tried: list[dict] = []
     best: tuple[str, Score] | None = None
-    best_at = None
+    best_at = (0, 0)
     call = 0
+    last_failure = ""
     for r in range(rounds):
         for k in range(candidates):
-            if lineage[k] is None:
+            previous = lineage[k]
+            if previous is None:
                 messages = first_prompt(task, template, examples)
             else:
-                messages = refine_prompt(task, template, examples, lineage[k], best)
+                messages = refine_prompt(task, template, examples, previous, best)
             try:
                 out = client.complete(messages, constraint=constraint, seed=call_seed(run, call, task_id),
                                       temperature=temperature, max_tokens=max_tokens)
@@ -243,6 +249,7 @@ def search_task(client: LLMClient, task_id: str, run: int, *, candidates: int = 
                 # e.g. a refinement prompt longer than the model's context: this candidate fails with
                 # the reason, and its next round starts afresh; the search goes on.
                 call += 1
+                last_failure = str(exc)
                 score = Score(error=f"llm: {exc}")
                 lineage[k] = None
                 tried.append({"round": r, "candidate": k, "prompt": messages[-1]["content"],
@@ -264,6 +271,9 @@ def search_task(client: LLMClient, task_id: str, run: int, *, candidates: int = 
                 f"{'error ' + score.error.splitlines()[0] if score.error else ''}")
             if best is None or score.key() > best[1].key():
                 best, best_at = (program, score), (r, k)
+    if best is None:  # every LLM call failed: there is no program to keep
+        raise LLMError(f"{task_id} run {run}: all {rounds * candidates} LLM calls of the search failed, so "
+                       f"there is no program; the last said: {last_failure}")
     usage = client.recorder.usage()
     return {
         "task": task_id, "run": run, "llm_seed": run, "mode": mode,

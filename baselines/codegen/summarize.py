@@ -18,7 +18,8 @@ def main(argv=None) -> int:
     p.add_argument("--programs", default=str(PROGRAMS))
     args = p.parse_args(argv)
     rows = [json.loads(f.read_text()) for f in sorted(Path(args.programs).glob("**/run*.json"))]
-    print("| task | run | training mean (best) | valid programs | LLM calls | prompt + completion tokens | LLM s | search s |")
+    print("| task | run | training mean (best) | valid programs | LLM calls | prompt + completion tokens "
+          "| LLM s | search s |")
     print("|---|---|---|---|---|---|---|---|")
     tot = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "search": 0.0}
     for r in rows:

@@ -74,6 +74,22 @@ class Template:
         if self.mode == "template" and not (self.discrete or self.continuous):
             raise ValueError(f"{self.task.id}: no template for action space {act}")
 
+    @property
+    def n_actions(self) -> int:
+        """The number of discrete actions (rules and sequence templates)."""
+        act = self.task.action_space
+        if not isinstance(act, spaces.Discrete):
+            raise TypeError(f"{self.task.id}: {act} is not a discrete action space")
+        return int(act.n)
+
+    @property
+    def action_dims(self) -> int:
+        """The number of continuous action components (linear template)."""
+        shape = self.task.action_space.shape
+        if not self.continuous or not shape:
+            raise TypeError(f"{self.task.id}: {self.task.action_space} is not a vector action space")
+        return int(shape[0])
+
     # ------------------------------------------------------------------ the fixed header
     @property
     def kind(self) -> str:
@@ -99,7 +115,7 @@ class Template:
 
     def footer(self) -> str:
         if self.kind == "linear":
-            n = self.task.action_space.shape[0]
+            n = self.action_dims
             return f"    return [{', '.join(f'clip(a{i})' for i in range(n))}]\n"
         if self.kind == "sequence":
             return "    return actions[t % len(actions)]\n"
@@ -119,7 +135,7 @@ class Template:
             return None
         num = 'num ::= "-"? [0-9] "." [0-9] [0-9]?'
         if self.kind == "sequence":
-            n = self.task.action_space.n
+            n = self.n_actions
             acts = " | ".join(_gbnf_literal(str(a)) for a in range(n))
             return "\n".join([
                 'root ::= "    actions = [" action (", " action)? (", " action)? (", " action)? '
@@ -128,7 +144,7 @@ class Template:
             ])
         vars_ = " | ".join(_gbnf_literal(v) for v in self.names)
         if self.kind == "rules":
-            n = self.task.action_space.n
+            n = self.n_actions
             acts = " | ".join(_gbnf_literal(str(a)) for a in range(n))
             return "\n".join([
                 "root ::= rule rule? " + '"    return " action "\\n"',
@@ -140,7 +156,7 @@ class Template:
                 f"action ::= {acts}",
                 f"var ::= {vars_}",
             ])
-        n = self.task.action_space.shape[0]
+        n = self.action_dims
         lines = ["root ::= " + " ".join(f'"    a{i} = " lin "\\n"' for i in range(n)),
                  'lin ::= term (" + " term)? (" + " term)?',
                  'term ::= num " * " var',
@@ -151,21 +167,21 @@ class Template:
     def format_hint(self) -> str:
         """The shape of the answer, told to the model."""
         if self.kind == "rules":
-            a = self.task.action_space.n
+            a = self.n_actions
             return ("Write only the body of act, in this form (one or two rules, then a default):\n"
                     "    if <variable> > <number>:\n        return <action>\n"
                     "    if <number> * <variable> + <number> * <variable> < <number>:\n"
                     "        return <action>\n    return <action>\n"
                     f"where <action> is an integer from 0 to {a - 1}.")
         if self.kind == "linear":
-            n = self.task.action_space.shape[0]
+            n = self.action_dims
             return ("Write only the body of act: one line per action component, each a weighted sum of "
                     "observation variables, for example\n    a0 = -1.5 * <variable> + 0.3 * <variable>\n"
                     f"for a0 to a{n - 1}; each a<i> is clipped to [-1, 1] (the full range of that component).")
         if self.kind == "sequence":
             # Placeholders, not numbers: with a concrete example ("[2, 2, 0]") the 135M model copied it in
             # 9 of 15 BabyAI searches, whatever the task's actions were.
-            a = self.task.action_space.n
+            a = self.n_actions
             return ("Write only one line: a list of one to six actions that the agent repeats in a cycle:\n"
                     "    actions = [<action>, <action>, ...]\n"
                     f"where <action> is an integer from 0 to {a - 1}; choose the actions that serve the task.")

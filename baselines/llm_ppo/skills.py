@@ -20,8 +20,9 @@ agent plays plain PPO (see ``agent.py``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

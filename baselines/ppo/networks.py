@@ -140,7 +140,7 @@ class ObservationPreprocessor:
             else:
                 n = len(next(iter(batch.values()))) if isinstance(batch, dict) else len(batch)
                 x = np.stack([flatten_observation(self.space, _item(batch, i)) for i in range(n)])
-            if self.normalize:
+            if self.rms is not None:  # normalizing
                 if update:
                     self.rms.update(x)
                 x = np.clip((x - self.rms.mean) / np.sqrt(self.rms.var + 1e-8), -self.clip, self.clip)
@@ -159,10 +159,12 @@ class ObservationPreprocessor:
                 "mission": torch.as_tensor(tokens)}
 
     def state_dict(self) -> dict | None:
-        return self.rms.state_dict() if self.normalize else None
+        return self.rms.state_dict() if self.rms is not None else None
 
     def load_state_dict(self, state: dict | None) -> None:
-        if self.normalize:
+        if self.rms is not None:
+            if state is None:
+                raise ValueError("the checkpoint has no observation normalization statistics")
             self.rms.load_state_dict(state)
 
 
@@ -177,14 +179,20 @@ def _item(batch: Any, i: int) -> Any:
 # Networks
 # ---------------------------------------------------------------------------------------------
 
-def layer_init(layer: nn.Module, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Module:
+def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
     """Orthogonal weights with gain ``std`` and constant biases (the PPO implementation detail)."""
     torch.nn.init.orthogonal_(layer.weight, std)
     torch.nn.init.constant_(layer.bias, bias)
     return layer
 
 
-class MLPBody(nn.Module):
+class Body(nn.Module):
+    """A network body: observation tensors in, ``out_dim`` features out."""
+
+    out_dim: int
+
+
+class MLPBody(Body):
     def __init__(self, in_dim: int, hidden: tuple[int, ...] = (64, 64)):
         super().__init__()
         layers, d = [], in_dim
@@ -220,7 +228,7 @@ class ConvSequence(nn.Module):
         return self.res1(self.res0(x))
 
 
-class ImpalaBody(nn.Module):
+class ImpalaBody(Body):
     """The IMPALA CNN: three conv sequences (16, 32, 32 channels), then 256 ReLU units."""
 
     def __init__(self, shape: tuple[int, int, int], channels=(16, 32, 32), out_dim: int = 256):
@@ -240,7 +248,7 @@ class ImpalaBody(nn.Module):
         return torch.relu(self.fc(x))
 
 
-class NetHackBody(nn.Module):
+class NetHackBody(Body):
     """Glyph crop around the agent (embedding, two convolutions) + bottom-line stats."""
 
     def __init__(self, n_stats: int = 27, embed: int = 16, out_dim: int = 256):
@@ -258,7 +266,7 @@ class NetHackBody(nn.Module):
         return self.fc(torch.cat([self.conv(crop), self.stats(obs["blstats"])], dim=1))
 
 
-class BabyAIBody(nn.Module):
+class BabyAIBody(Body):
     """Grid codes (object, colour, state: one embedding table with offsets), direction, mission GRU."""
 
     OFFSETS = (0, 11, 17)  # MiniGrid: 11 object types, 6 colours, 3 door states
@@ -294,16 +302,16 @@ class ActorCritic(nn.Module):
     clipped to [-1, 1] (the harness's action box); the mode is the clipped mean.
     """
 
-    def __init__(self, actor_body: nn.Module, critic_body: nn.Module | None, action_space: spaces.Space):
+    def __init__(self, actor_body: Body, critic_body: Body | None, action_space: spaces.Space):
         super().__init__()
         self.actor_body = actor_body
         self.critic_body = critic_body          # None: the critic shares the actor's body
         d = actor_body.out_dim
         self.discrete = isinstance(action_space, spaces.Discrete)
-        if self.discrete:
+        if isinstance(action_space, spaces.Discrete):
             self.actor_head = layer_init(nn.Linear(d, int(action_space.n)), std=0.01)
         else:
-            n = int(np.prod(action_space.shape))
+            n = int(np.prod(action_space.shape or ()))
             self.actor_head = layer_init(nn.Linear(d, n), std=0.01)
             self.actor_logstd = nn.Parameter(torch.zeros(1, n))
         self.critic_head = layer_init(nn.Linear(d, 1), std=1.0)
@@ -312,7 +320,8 @@ class ActorCritic(nn.Module):
         actor = self.actor_body(obs)
         return actor, (actor if self.critic_body is None else self.critic_body(obs))
 
-    def _distribution(self, features: torch.Tensor):
+    def distribution(self, features: torch.Tensor) -> Categorical | Normal:
+        """The policy's action distribution given the actor body's features."""
         out = self.actor_head(features)
         if self.discrete:  # argument validation off: it costs more than the network on small batches
             return Categorical(logits=out, validate_args=False)
@@ -326,7 +335,7 @@ class ActorCritic(nn.Module):
                              generator: torch.Generator | None = None):
         """(action, log-probability, entropy, value); samples an action when none is given."""
         actor, critic = self._features(obs)
-        dist = self._distribution(actor)
+        dist = self.distribution(actor)
         if action is None:
             action = _sample(dist, generator)
         logprob, entropy = dist.log_prob(action), dist.entropy()
@@ -337,7 +346,7 @@ class ActorCritic(nn.Module):
     def sample(self, obs: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(action, log-probability, value) for acting: `get_action_and_value` without the entropy."""
         actor, critic = self._features(obs)
-        dist = self._distribution(actor)
+        dist = self.distribution(actor)
         action = dist.sample()
         logprob = dist.log_prob(action)
         return action, (logprob if self.discrete else logprob.sum(-1)), self.critic_head(critic).squeeze(-1)
@@ -363,9 +372,11 @@ def build_network(observation_space: spaces.Space, action_space: spaces.Space) -
         n = flat_size(observation_space)
         return ActorCritic(MLPBody(n), MLPBody(n), action_space)
     if kind == "image":
-        return ActorCritic(ImpalaBody(tuple(observation_space.shape)), None, action_space)
-    if kind == "nethack":
-        return ActorCritic(NetHackBody(int(observation_space["blstats"].shape[0])), None, action_space)
+        height, width, channels = observation_space.shape or ()
+        return ActorCritic(ImpalaBody((height, width, channels)), None, action_space)
+    if kind == "nethack" and isinstance(observation_space, spaces.Dict):
+        n_stats, = observation_space["blstats"].shape or (0,)
+        return ActorCritic(NetHackBody(int(n_stats)), None, action_space)
     return ActorCritic(BabyAIBody(), None, action_space)
 
 
@@ -388,8 +399,8 @@ class Policy:
             action = self.network.mode(obs)
         else:
             action = self.network.get_action_and_value(obs, generator=generator)[0]
-        action = action.numpy()
-        return action if self.network.discrete else np.clip(action, -1.0, 1.0).astype(np.float32)
+        actions = action.numpy()
+        return actions if self.network.discrete else np.clip(actions, -1.0, 1.0).astype(np.float32)
 
     @torch.no_grad()
     def act_each(self, batch: Any, generators: list[torch.Generator | None]) -> np.ndarray:
@@ -412,16 +423,16 @@ class Policy:
         """Actions (the mode, or sampled with ``generator``) and the policy's entropy (nats) for a
         batch, in one forward pass. The LLM+PPO agent replans when its executor is uncertain."""
         obs = self.preprocess(batch, update=False)
-        dist = self.network._distribution(self.network.actor_body(obs))
+        dist = self.network.distribution(self.network.actor_body(obs))
         entropy = dist.entropy() if self.network.discrete else dist.entropy().sum(-1)
         if generator is not None:
             action = _sample(dist, generator)
         else:
-            action = dist.logits.argmax(-1) if self.network.discrete else dist.mean
-        action = action.numpy()
+            action = dist.logits.argmax(-1) if isinstance(dist, Categorical) else dist.mean
+        actions = action.numpy()
         if not self.network.discrete:
-            action = np.clip(action, -1.0, 1.0).astype(np.float32)
-        return action, entropy.numpy()
+            actions = np.clip(actions, -1.0, 1.0).astype(np.float32)
+        return actions, entropy.numpy()
 
 
 def save_checkpoint(path, policy: Policy, *, task_id: str, domain: str, env_steps: int,

@@ -50,7 +50,7 @@ def plot(curves: dict, out: Path, suite: str = "v1") -> list[Path]:
         cols = min(4, len(ids))
         rows = math.ceil(len(ids) / cols)
         fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.7 * rows), squeeze=False)
-        for ax, task_id in zip(axes.flat, ids):
+        for ax, task_id in zip(axes.flat, ids, strict=False):  # the grid may have more axes than tasks
             for run, data in sorted(curves[task_id].items()):
                 x = [r["env_steps"] for r in data]
                 line, = ax.plot(x, [r["eval_return_mean"] for r in data], marker="o", ms=3, label=f"run {run}")

@@ -2,7 +2,8 @@
 normalized score, and the suite's references; optionally a second results file side by side.
 
     python -m baselines.ppo.summarize baselines/ppo/results/ppo-v1.json
-    python -m baselines.ppo.summarize baselines/llm_ppo/results/llm_ppo-v1.json --against baselines/ppo/results/ppo-v1.json
+    python -m baselines.ppo.summarize baselines/llm_ppo/results/llm_ppo-v1.json \
+        --against baselines/ppo/results/ppo-v1.json
 """
 
 from __future__ import annotations

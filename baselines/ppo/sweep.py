@@ -1,13 +1,15 @@
 """PPO training sweeps over (task, seed): every run of an experiment file, in parallel.
 
     python -m baselines.ppo.sweep baselines/ppo/experiments/example.yaml [--backend local|ray]
-        [--address auto|ray://HOST:PORT] [--workers N]
+        [--address auto|ray://HOST:PORT] [--workers N] [--out-dir DIR]
 
 Each (harness, seed) of the experiment is one `train()` call, run in a spawned worker process
 (``local``) or as a Ray task (``ray``, one CPU each; Ray retries a task whose worker or node dies).
 Every run trains into a private temporary folder and sends its outputs (checkpoint, its JSON
-summary, the CSV learning curve, TensorBoard scalars) back to the driver, which writes them where
-the experiment says: on a cluster, nothing is left behind on the worker machines. The experiment
+summary, the CSV learning curve, TensorBoard scalars) back to the driver, which writes them under
+``--out-dir`` (else the experiment's ``out_dir``, else ``runs/ppo`` at the project root, as
+``train`` does): on a cluster, nothing is left behind on the worker machines. A suite or task that
+does not load stops the sweep before any run starts. The experiment
 file's ``distributed: {backend: ray, num_workers: 4}`` section sets the defaults of the flags.
 Training is seeded, so a run gives the same checkpoint on either backend.
 """
@@ -25,34 +27,28 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from .train import Config, load_experiment, train
-
-OUTPUT_FIELDS = ("checkpoint_dir", "curve_dir", "log_dir")
+from .train import Config, checkpoint_file, configs_from_args, read_experiment_file, run_command, train
 
 
-def train_isolated(cfg: Config) -> tuple[dict, dict[str, dict[str, bytes]]]:
-    """Train ``cfg`` in a temporary folder; return its summary and its output files by kind."""
+def train_isolated(cfg: Config) -> tuple[dict, dict[str, bytes]]:
+    """Train ``cfg`` in a temporary folder; return its summary and its output files (paths relative
+    to the output folder)."""
     with tempfile.TemporaryDirectory(prefix="polar_bench_ppo_") as tmp:
-        private = dataclasses.replace(cfg, progress=False,
-                                      **{f: str(Path(tmp) / f) for f in OUTPUT_FIELDS})
-        summary = train(private)
-        files: dict[str, dict[str, bytes]] = {}
-        for f in OUTPUT_FIELDS:
-            root = Path(tmp) / f
-            files[f] = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+        summary = train(dataclasses.replace(cfg, progress=False, out_dir=tmp))
+        root = Path(tmp)
+        files = {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
     summary = {k: v for k, v in summary.items() if k != "checkpoint"}
     return summary, files
 
 
-def _write_outputs(cfg: Config, files: dict[str, dict[str, bytes]]) -> None:
-    for field, entries in files.items():
-        root = Path(getattr(cfg, field))
-        for rel, data in entries.items():
-            target = root / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, target)
+def _write_outputs(cfg: Config, files: dict[str, bytes]) -> None:
+    root = Path(cfg.out_dir)
+    for rel, data in files.items():
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(target.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
 
 
 def run_sweep(configs: list[Config], backend: str = "local", workers: int | None = None,
@@ -63,10 +59,10 @@ def run_sweep(configs: list[Config], backend: str = "local", workers: int | None
     is interrupted keeps every finished run (and later runs can already use them)."""
     summaries: list[dict | None] = [None] * len(configs)
 
-    def finished(i: int, result: tuple[dict, dict[str, dict[str, bytes]]]) -> None:
+    def finished(i: int, result: tuple[dict, dict[str, bytes]]) -> None:
         summary, files = result
         _write_outputs(configs[i], files)
-        summary["checkpoint"] = str(Path(configs[i].checkpoint_dir) / configs[i].task / f"run{configs[i].seed}.pt")
+        summary["checkpoint"] = str(checkpoint_file(configs[i]))
         summaries[i] = summary
         print(json.dumps({"finished": f"{configs[i].task}/run{configs[i].seed}",
                           "done": sum(s is not None for s in summaries), "of": len(configs),
@@ -107,22 +103,22 @@ def _sweep_ray(configs: list[Config], workers: int | None, address: str | None, 
 
 
 def _distributed_defaults(path: str) -> dict[str, Any]:
-    import yaml
-
-    data = yaml.safe_load(Path(path).read_text()) or {}
-    dist = data.get("distributed") or {}
+    dist = read_experiment_file(path).get("distributed") or {}
     return {"backend": dist.get("backend"), "workers": dist.get("num_workers")}
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
-    p = argparse.ArgumentParser(prog="python -m baselines.ppo.sweep", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m baselines.ppo.sweep", description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("experiment", help="a YAML experiment file (see baselines/ppo/experiments/)")
     p.add_argument("--backend", choices=("local", "ray"), help="default: the file's distributed.backend, else local")
     p.add_argument("--address", help="with --backend ray: 'auto' or ray://HOST:PORT")
     p.add_argument("--workers", type=int, help="parallel runs (default: distributed.num_workers, else all CPUs)")
+    p.add_argument("--out-dir", help="output folder (default: the experiment's out_dir, else runs/ppo at the "
+                                     "project root); --out-dir baselines/ppo writes where the committed baseline lives")
     args = p.parse_args(argv)
     defaults = _distributed_defaults(args.experiment)
-    configs = load_experiment(args.experiment)
+    configs = configs_from_args(["--config", args.experiment]
+                                + (["--out-dir", args.out_dir] if args.out_dir else []))
     backend = args.backend or defaults["backend"] or "local"
     summaries = run_sweep(configs, backend, args.workers or defaults["workers"], args.address)
     print(f"{'task':28s} {'seed':>4s} {'steps':>9s} {'eval return':>12s} {'seconds':>8s}")
@@ -132,4 +128,4 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    sys.exit(0 if main() else 1)
+    run_command(lambda: sys.exit(0 if main() else 1))

@@ -2,8 +2,8 @@
 the configuration, the environment factory, the loss pieces, evaluation, then the training loop.
 
     python -m baselines.ppo.train --task gym/CartPole-v1 --steps 2e5 --seed 0
-    python -m baselines.ppo.train --task dmc/cheetah-run --steps 1e6 --seed 0
-    python -m baselines.ppo.train --config baselines/ppo/experiments/v1_trained.yaml
+    python -m baselines.ppo.train --task dmc/cheetah-run --steps 1e6 --seed 0 --out-dir runs/cheetah
+    python -m baselines.ppo.train --config baselines/ppo/experiments/v1_trained.yaml --out-dir baselines/ppo
 
 Implementation details follow cleanrl's ``ppo.py`` / ``ppo_continuous_action.py`` / ``ppo_procgen.py``
 (Huang et al. 2022, "The 37 implementation details of PPO"): clipped surrogate objective, GAE,
@@ -13,10 +13,15 @@ observation and reward normalization. One deliberate difference: episodes cut by
 (truncated, not terminated) bootstrap from the value of their final observation, as SB3 does.
 The networks and preprocessing live in ``networks.py`` (shared with ``agent.py``).
 
-Outputs of a run of task T with seed S:
-  baselines/ppo/checkpoints/T/runS.pt   (+ runS.json)  the policy ``agent.py`` plays as run S
-  baselines/ppo/curves/T/runS.csv                      the learning curve (one row per evaluation)
-  baselines/ppo/runs/T/seedS/                          TensorBoard events and scalars.csv
+Outputs of a run of task T with seed S, under ``--out-dir`` (default: ``runs/ppo`` at the project root,
+which git ignores; ``--out-dir baselines/ppo`` writes where the committed baseline lives):
+  checkpoints/T/runS.pt (+ runS.json)  the policy ``agent.py`` plays as run S (it reads
+                                       ``POLAR_PPO_CHECKPOINTS=<out-dir>/checkpoints``, else baselines/ppo's)
+  curves/T/runS.csv                    the learning curve (one row per evaluation)
+  tensorboard/T/seedS/                 TensorBoard events and scalars.csv
+
+A suite that does not load, or a task it does not list, is an error naming the fix (``--suite none``
+trains a task outside every suite, evaluated on seeds 0, 1, ... with the harness's default options).
 """
 
 from __future__ import annotations
@@ -26,13 +31,16 @@ import ast
 import csv
 import dataclasses
 import inspect
+import itertools
 import json
 import random
 import sys
 import time
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -41,12 +49,21 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import polar_bench
+from polar_bench.errors import SuiteError, UserError
 from polar_bench.suite import load_suite
 
-from .networks import (ObservationPreprocessor, Policy, RunningMeanStd, build_network, plays_sampled,
-                       save_checkpoint)
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+from .networks import ObservationPreprocessor, Policy, RunningMeanStd, build_network, plays_sampled, save_checkpoint
 
 HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = HERE.parents[1]
+NO_SUITE = "none"
+
+
+class ExperimentError(UserError, ValueError):
+    """A bad experiment file, setting, suite or task: one line naming the fix (exit code 2)."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -61,70 +78,87 @@ class Config:
     """total environment steps of training, all parallel environments together (1e6 is accepted)"""
     seed: int = 0
     """random seed of the run; the checkpoint is saved as run<seed>.pt"""
-    num_envs: Optional[int] = None
+    num_envs: int | None = None
     """parallel environments (default: the domain's preset)"""
-    num_steps: Optional[int] = None
+    num_steps: int | None = None
     """rollout length: steps per environment between updates (default: the domain's preset)"""
-    learning_rate: Optional[float] = None
+    learning_rate: float | None = None
     """Adam learning rate at the start (default: the domain's preset)"""
-    anneal_lr: Optional[bool] = None
+    anneal_lr: bool | None = None
     """anneal the learning rate linearly to 0 over training"""
-    gamma: Optional[float] = None
+    gamma: float | None = None
     """discount factor"""
-    gae_lambda: Optional[float] = None
+    gae_lambda: float | None = None
     """lambda of generalized advantage estimation"""
-    num_minibatches: Optional[int] = None
+    num_minibatches: int | None = None
     """minibatches per epoch (the batch is num_envs * num_steps)"""
-    minibatch_size: Optional[int] = None
+    minibatch_size: int | None = None
     """alternative to --num-minibatches: samples per minibatch"""
-    update_epochs: Optional[int] = None
+    update_epochs: int | None = None
     """epochs over each batch"""
-    norm_adv: Optional[bool] = None
+    norm_adv: bool | None = None
     """normalize advantages per minibatch"""
-    clip_coef: Optional[float] = None
+    clip_coef: float | None = None
     """surrogate clipping coefficient epsilon"""
-    clip_vloss: Optional[bool] = None
+    clip_vloss: bool | None = None
     """clip the value loss around the old values (as in the PPO paper's code)"""
-    ent_coef: Optional[float] = None
+    ent_coef: float | None = None
     """entropy bonus coefficient"""
-    vf_coef: Optional[float] = None
+    vf_coef: float | None = None
     """value loss coefficient"""
-    max_grad_norm: Optional[float] = None
+    max_grad_norm: float | None = None
     """global gradient-norm clipping threshold"""
-    target_kl: Optional[float] = None
+    target_kl: float | None = None
     """stop the epochs of an update early once the approximate KL exceeds this (0: never)"""
-    norm_obs: Optional[bool] = None
+    norm_obs: bool | None = None
     """normalize vector observations with running mean and std (standard for continuous control)"""
-    norm_reward: Optional[bool] = None
+    norm_reward: bool | None = None
     """scale rewards by the running std of the discounted return (standard for continuous control)"""
     async_envs: bool = False
     """step the environments in subprocesses (gymnasium AsyncVectorEnv) instead of in-process"""
     suite: str = "v1"
-    """suite whose evaluation seeds and task options are used"""
-    eval_every: Optional[int] = None
+    """suite (name or .toml) whose evaluation seeds and task options are used; 'none' for a task outside every suite"""
+    eval_every: int | None = None
     """evaluate every this many environment steps (0: only at the end)"""
-    eval_episodes: Optional[int] = None
+    eval_episodes: int | None = None
     """episodes per evaluation (default: the suite's, on its evaluation seeds)"""
-    checkpoint_dir: str = str(HERE / "checkpoints")
-    """where <task>/run<seed>.pt is written"""
-    curve_dir: str = str(HERE / "curves")
-    """where the CSV learning curve <task>/run<seed>.csv is written"""
-    log_dir: str = str(HERE / "runs")
-    """where TensorBoard events and scalars.csv go (<task>/seed<seed>/)"""
+    out_dir: str = str(PROJECT_ROOT / "runs" / "ppo")
+    """output folder: checkpoints/<task>/run<seed>.pt, curves/<task>/run<seed>.csv, tensorboard/<task>/seed<seed>/"""
     torch_threads: int = 1
     """torch threads per process (small networks: more threads only add contention)"""
     progress: bool = True
     """show a progress bar with steps per second (plain lines when not on a terminal)"""
 
 
-# Per-domain presets (every None above is filled from here, then from DEFAULTS). Sources:
-# classic: rl-baselines3-zoo's CartPole-v1 PPO; dmc: cleanrl ppo_continuous_action (MuJoCo) with 4
-# envs; procgen: cleanrl ppo_procgen (Cobbe et al. 2020); nethack and babyai: cleanrl's Atari-like
-# discrete settings with more entropy.
-DEFAULTS = dict(num_envs=4, num_steps=128, learning_rate=2.5e-4, anneal_lr=True, gamma=0.99,
-                gae_lambda=0.95, num_minibatches=4, update_epochs=4, norm_adv=True, clip_coef=0.2,
-                clip_vloss=True, ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5, target_kl=0.0,
-                norm_obs=False, norm_reward=False, eval_every=50_000)
+@dataclass(frozen=True)
+class Hyperparameters:
+    """The settings a run trains with, every one resolved: the `Config` value where it is set, else the
+    domain's preset (`PRESETS`), else these defaults."""
+
+    num_envs: int = 4
+    num_steps: int = 128
+    learning_rate: float = 2.5e-4
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    num_minibatches: int = 4
+    update_epochs: int = 4
+    norm_adv: bool = True
+    clip_coef: float = 0.2
+    clip_vloss: bool = True
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    target_kl: float = 0.0
+    norm_obs: bool = False
+    norm_reward: bool = False
+    eval_every: int = 50_000
+
+
+# Per-domain presets (every unset Config field above is filled from here, then from the
+# Hyperparameters defaults). Sources: classic: rl-baselines3-zoo's CartPole-v1 PPO; dmc: cleanrl
+# ppo_continuous_action (MuJoCo) with 4 envs; procgen: cleanrl ppo_procgen (Cobbe et al. 2020);
+# nethack and babyai: cleanrl's Atari-like discrete settings with more entropy.
 PRESETS: dict[str, dict[str, Any]] = {
     "classic": dict(num_envs=8, num_steps=32, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8,
                     num_minibatches=1, update_epochs=20, ent_coef=0.0, eval_every=10_000),
@@ -140,15 +174,20 @@ PRESETS: dict[str, dict[str, Any]] = {
 CONTINUOUS = dict(norm_obs=True, norm_reward=True)  # Pendulum and any continuous task outside dmc
 
 
-def resolve(cfg: Config, domain: str, continuous: bool) -> Config:
-    """``cfg`` with every unset hyperparameter taken from the domain preset, then the defaults."""
-    preset = {**DEFAULTS, **(CONTINUOUS if continuous else {}), **PRESETS.get(domain, {})}
-    filled = {k: (preset[k] if getattr(cfg, k) is None and k in preset else getattr(cfg, k))
-              for k in (f.name for f in dataclasses.fields(cfg))}
-    out = Config(**filled)
-    if out.minibatch_size:
-        out.num_minibatches = max(1, out.num_envs * out.num_steps // out.minibatch_size)
-    return out
+def resolve(cfg: Config, domain: str, continuous: bool) -> Hyperparameters:
+    """The run's hyperparameters: ``cfg``'s where set, then the domain preset, then the defaults."""
+    preset = {**(CONTINUOUS if continuous else {}), **PRESETS.get(domain, {})}
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(Hyperparameters):
+        mine = getattr(cfg, f.name)
+        if mine is not None:
+            values[f.name] = mine
+        elif f.name in preset:
+            values[f.name] = preset[f.name]
+    hp = Hyperparameters(**values)
+    if cfg.minibatch_size:
+        hp = dataclasses.replace(hp, num_minibatches=max(1, hp.num_envs * hp.num_steps // cfg.minibatch_size))
+    return hp
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,13 +198,23 @@ def task_options(cfg: Config, task_id: str) -> tuple[dict, dict, list[int]]:
     """(training options, evaluation options, evaluation seeds) from the suite.
 
     Training options are the evaluation ones except for Procgen, whose protocol trains on levels
-    0-199 only. A task outside the suite is evaluated with default options on seeds 0, 1, ...
+    0-199 only. A suite that does not load or lacks the task raises `UserError` (a misspelt suite must
+    not train silently on other options and seeds); with ``suite='none'`` the task is evaluated with
+    its default options on seeds 0, 1, ... (``eval_episodes`` of them, 10 by default).
     """
-    try:
-        spec = load_suite(cfg.suite).task(task_id)
+    if cfg.suite.lower() == NO_SUITE:
+        eval_options: dict[str, Any] = {}
+        seeds = list(range(cfg.eval_episodes or 10))
+    else:
+        suite = load_suite(cfg.suite)  # SuiteError names the available suites
+        try:
+            spec = suite.task(task_id)
+        except SuiteError as exc:
+            raise ExperimentError(
+                f"{exc} Pass --suite with a suite that lists it, or --suite none to evaluate it with "
+                f"default options on seeds 0-{(cfg.eval_episodes or 10) - 1}") from None
         eval_options, seeds = dict(spec.options), list(spec.seeds)
-    except Exception:  # noqa: BLE001 - not in this suite
-        eval_options, seeds = {}, list(range(10))
+    polar_bench.harness.check_options(task_id, eval_options)  # an unknown task or option fails here, at once
     if cfg.eval_episodes:
         seeds = (seeds * (cfg.eval_episodes // len(seeds) + 1))[:cfg.eval_episodes]
     train_options = dict(eval_options)
@@ -180,11 +229,11 @@ def make_env(task_id: str, options: dict):
     return thunk
 
 
-def make_vector_env(cfg: Config, task_id: str, options: dict) -> gym.vector.VectorEnv:
+def make_vector_env(task_id: str, options: dict, num_envs: int, async_envs: bool = False) -> gym.vector.VectorEnv:
     """``num_envs`` harnesses; an ended episode resets in the same step and its last observation is
     in ``info["final_obs"]`` (needed to bootstrap truncated episodes)."""
-    fns = [make_env(task_id, options) for _ in range(cfg.num_envs)]
-    if cfg.async_envs:
+    fns = [make_env(task_id, options) for _ in range(num_envs)]
+    if async_envs:
         return gym.vector.AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP)
     # copy=False: the loop turns each batch into tensors (copies) before the next step overwrites it
     return gym.vector.SyncVectorEnv(fns, autoreset_mode=AutoresetMode.SAME_STEP, copy=False)
@@ -286,17 +335,18 @@ class Evaluator:
 
     def __call__(self, policy: Policy) -> np.ndarray:
         returns = np.zeros(len(self.seeds))
-        obs = [env.reset(seed=s)[0] for env, s in zip(self.envs, self.seeds)]
+        obs = [env.reset(seed=s)[0] for env, s in zip(self.envs, self.seeds, strict=True)]
         generators = [torch.Generator().manual_seed(int(s)) for s in self.seeds]
         active = list(range(len(self.envs)))
         while active:
+            actions: list[Any] | np.ndarray
             if self.sampled:  # one row at a time, each with its episode's generator (as agent.py)
                 actions = [policy.act(policy.preprocess.stack([obs[i]]), deterministic=False,
                                       generator=generators[i])[0] for i in active]
             else:
                 actions = policy.act(policy.preprocess.stack([obs[i] for i in active]))
             still = []
-            for i, action in zip(active, actions):
+            for i, action in zip(active, actions, strict=True):
                 obs[i], reward, terminated, truncated, _ = self.envs[i].step(action)
                 returns[i] += reward
                 if not (terminated or truncated):
@@ -325,7 +375,7 @@ class Logger:
         curve_path.parent.mkdir(parents=True, exist_ok=True)
         try:
             from torch.utils.tensorboard import SummaryWriter
-            self.tb = SummaryWriter(str(log_dir))
+            self.tb: SummaryWriter | None = SummaryWriter(str(log_dir))
         except ImportError:
             self.tb = None
             if not _warned_tensorboard:
@@ -389,6 +439,11 @@ class Progress:
 # Training
 # ---------------------------------------------------------------------------------------------
 
+def checkpoint_file(cfg: Config) -> Path:
+    """Where the run's checkpoint goes: ``<out_dir>/checkpoints/<task>/run<seed>.pt``."""
+    return Path(cfg.out_dir) / "checkpoints" / cfg.task / f"run{cfg.seed}.pt"
+
+
 def train(cfg: Config) -> dict:
     """Train one PPO policy on ``cfg.task``; returns a summary (steps, seconds, final evaluation)."""
     torch.set_num_threads(cfg.torch_threads)
@@ -401,24 +456,25 @@ def train(cfg: Config) -> dict:
     task = probe.task_info
     probe.close()
     continuous = isinstance(task.action_space, spaces.Box)
-    cfg = resolve(cfg, task.domain, continuous)
-    envs = make_vector_env(cfg, cfg.task, train_options)
+    hp = resolve(cfg, task.domain, continuous)
+    envs = make_vector_env(cfg.task, train_options, hp.num_envs, cfg.async_envs)
     evaluator = Evaluator(cfg.task, eval_options, eval_seeds)
 
-    preprocess = ObservationPreprocessor(task.observation_space, normalize=cfg.norm_obs)
+    preprocess = ObservationPreprocessor(task.observation_space, normalize=hp.norm_obs)
     network = build_network(task.observation_space, task.action_space)
     policy = Policy(preprocess, network)
-    optimizer = make_optimizer(network, cfg.learning_rate)
-    reward_scaler = RewardScaler(cfg.num_envs, cfg.gamma) if cfg.norm_reward else None
+    optimizer = make_optimizer(network, hp.learning_rate)
+    reward_scaler = RewardScaler(hp.num_envs, hp.gamma) if hp.norm_reward else None
 
-    T, N = cfg.num_steps, cfg.num_envs
+    T, N = hp.num_steps, hp.num_envs
     batch_size = T * N
-    minibatch_size = max(1, batch_size // cfg.num_minibatches)
+    minibatch_size = max(1, batch_size // hp.num_minibatches)
     num_updates = max(1, cfg.steps // batch_size)
     name = f"{cfg.task}/run{cfg.seed}"
-    checkpoint_path = Path(cfg.checkpoint_dir) / cfg.task / f"run{cfg.seed}.pt"
-    logger = Logger(Path(cfg.log_dir) / cfg.task / f"seed{cfg.seed}",
-                    Path(cfg.curve_dir) / cfg.task / f"run{cfg.seed}.csv")
+    out = Path(cfg.out_dir)
+    checkpoint_path = checkpoint_file(cfg)
+    logger = Logger(out / "tensorboard" / cfg.task / f"seed{cfg.seed}",
+                    out / "curves" / cfg.task / f"run{cfg.seed}.csv")
     progress = Progress(num_updates * batch_size, name, cfg.progress)
     generator = torch.Generator().manual_seed(cfg.seed)
 
@@ -426,18 +482,18 @@ def train(cfg: Config) -> dict:
     raw_obs, _ = envs.reset(seed=cfg.seed)
     next_obs = preprocess(raw_obs, update=True)
     obs_buf = {k: torch.zeros((T,) + v.shape, dtype=v.dtype) for k, v in next_obs.items()}
-    action_shape = () if network.discrete else task.action_space.shape
+    action_shape: tuple[int, ...] = () if network.discrete else tuple(task.action_space.shape or ())
     actions = torch.zeros((T, N) + action_shape, dtype=torch.long if network.discrete else torch.float32)
     logprobs = torch.zeros((T, N))
     rewards, dones, values = np.zeros((T, N), np.float32), np.zeros((T, N), np.float32), np.zeros((T, N), np.float32)
 
     episode_return, episode_length = np.zeros(N), np.zeros(N, np.int64)
     recent_returns: list[float] = []
-    global_step, next_eval, start = 0, cfg.eval_every or float("inf"), time.time()
+    global_step, next_eval, start = 0, hp.eval_every or float("inf"), time.time()
     last_eval: tuple[float, float, list[float]] | None = None
     eval_seconds = 0.0
 
-    def evaluate_and_save(final: bool = False) -> None:
+    def evaluate_and_save(final: bool = False) -> tuple[float, float, list[float]]:
         nonlocal last_eval, eval_seconds
         began = time.time()
         returns = evaluator(policy)
@@ -449,16 +505,18 @@ def train(cfg: Config) -> dict:
                           len(returns), f"{train_mean:.3f}", len(recent_returns),
                           f"{global_step / max(elapsed, 1e-9):.0f}"])
         save_checkpoint(checkpoint_path, policy, task_id=cfg.task, domain=task.domain,
-                        env_steps=global_step, config=dataclasses.asdict(cfg), eval_return=last_eval[0])
+                        env_steps=global_step, config={**dataclasses.asdict(cfg), **dataclasses.asdict(hp)},
+                        eval_return=last_eval[0])
         checkpoint_path.with_suffix(".json").write_text(json.dumps(
             {"task": cfg.task, "domain": task.domain, "run": cfg.seed, "env_steps": global_step,
              "eval_return_mean": last_eval[0], "eval_return_std": last_eval[1],
              "eval_seeds": eval_seeds, "final": final}, indent=1) + "\n")
         eval_seconds += time.time() - began
+        return last_eval
 
     for update in range(1, num_updates + 1):
-        if cfg.anneal_lr:
-            optimizer.param_groups[0]["lr"] = cfg.learning_rate * (1.0 - (update - 1.0) / num_updates)
+        if hp.anneal_lr:
+            optimizer.param_groups[0]["lr"] = hp.learning_rate * (1.0 - (update - 1.0) / num_updates)
 
         # 1. Collect a rollout of T steps in each of the N environments.
         for step in range(T):
@@ -487,14 +545,14 @@ def train(cfg: Config) -> dict:
             if len(cut):  # bootstrap episodes cut by the step limit from their final observation
                 final = preprocess(preprocess.stack([info["final_obs"][i] for i in cut]))
                 with torch.no_grad():
-                    reward[cut] += cfg.gamma * network.get_value(final).numpy()
+                    reward[cut] += hp.gamma * network.get_value(final).numpy()
             rewards[step], dones[step] = reward, done
             next_obs = preprocess(raw_obs, update=True)
 
         # 2. Advantages and returns.
         with torch.no_grad():
             next_value = network.get_value(next_obs).numpy()
-        advantages, returns = compute_gae(rewards, values, dones, next_value, cfg.gamma, cfg.gae_lambda)
+        advantages, returns = compute_gae(rewards, values, dones, next_value, hp.gamma, hp.gae_lambda)
 
         # 3. Optimize the policy and value network on minibatches of the flattened batch.
         b_obs = {k: v.reshape((batch_size,) + v.shape[2:]) for k, v in obs_buf.items()}
@@ -503,23 +561,23 @@ def train(cfg: Config) -> dict:
         b_advantages = torch.from_numpy(advantages.reshape(-1))
         b_returns = torch.from_numpy(returns.reshape(-1))
         b_values = torch.from_numpy(values.reshape(-1))
-        vclip = cfg.clip_coef if cfg.clip_vloss else None
-        for epoch in range(cfg.update_epochs):
+        vclip = hp.clip_coef if hp.clip_vloss else None
+        for _ in range(hp.update_epochs):
             order = torch.randperm(batch_size, generator=generator)
             for begin in range(0, batch_size, minibatch_size):
                 mb = order[begin:begin + minibatch_size]
                 _, new_logprob, entropy, new_value = network.get_action_and_value(
                     {k: v[mb] for k, v in b_obs.items()}, b_actions[mb])
-                mb_advantages = normalize_advantages(b_advantages[mb]) if cfg.norm_adv else b_advantages[mb]
-                pg_loss, approx_kl, clipfrac = policy_loss(new_logprob, b_logprobs[mb], mb_advantages, cfg.clip_coef)
+                mb_advantages = normalize_advantages(b_advantages[mb]) if hp.norm_adv else b_advantages[mb]
+                pg_loss, approx_kl, clipfrac = policy_loss(new_logprob, b_logprobs[mb], mb_advantages, hp.clip_coef)
                 v_loss = value_loss(new_value, b_values[mb], b_returns[mb], vclip)
                 entropy_loss = entropy.mean()
-                loss = pg_loss - cfg.ent_coef * entropy_loss + cfg.vf_coef * v_loss
+                loss = pg_loss - hp.ent_coef * entropy_loss + hp.vf_coef * v_loss
                 optimizer.zero_grad()
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(network.parameters(), cfg.max_grad_norm)
+                torch.nn.utils.clip_grad_norm_(network.parameters(), hp.max_grad_norm)
                 optimizer.step()
-            if cfg.target_kl and approx_kl > cfg.target_kl:
+            if hp.target_kl and approx_kl > hp.target_kl:
                 break
 
         sps = global_step / max(time.time() - start, 1e-9)
@@ -532,13 +590,13 @@ def train(cfg: Config) -> dict:
                 "charts/learning_rate": optimizer.param_groups[0]["lr"], "charts/steps_per_second": sps})
         if global_step >= next_eval and update < num_updates:
             evaluate_and_save()
-            next_eval += cfg.eval_every
+            next_eval += hp.eval_every
         stats = {"return": f"{np.mean(recent_returns):.1f}" if recent_returns else "-"}
         if last_eval is not None:
             stats["eval"] = f"{last_eval[0]:.1f}"
         progress.update(global_step, sps, stats)
 
-    evaluate_and_save(final=True)
+    final_eval = evaluate_and_save(final=True)
     progress.close()
     envs.close()
     evaluator.close()
@@ -546,8 +604,8 @@ def train(cfg: Config) -> dict:
     seconds = time.time() - start
     summary = {"task": cfg.task, "seed": cfg.seed, "env_steps": global_step, "seconds": round(seconds, 1),
                "train_seconds": round(seconds - eval_seconds, 1),  # without the evaluations
-               "steps_per_second": round(global_step / (seconds - eval_seconds)), "eval_return_mean": last_eval[0],
-               "eval_return_std": last_eval[1], "eval_returns": last_eval[2], "checkpoint": str(checkpoint_path)}
+               "steps_per_second": round(global_step / (seconds - eval_seconds)), "eval_return_mean": final_eval[0],
+               "eval_return_std": final_eval[1], "eval_returns": final_eval[2], "checkpoint": str(checkpoint_path)}
     print(json.dumps(summary), flush=True)
     return summary
 
@@ -571,20 +629,51 @@ def _harness_task(entry: dict, where: str) -> str:
         return f"dmc/{entry['domain']}-{entry['task']}"
     if "task" in entry:
         return str(entry["task"])
-    raise ValueError(f"{where}: name the task, e.g. 'task: dmc/cheetah-run' "
+    raise ExperimentError(f"{where}: name the task, e.g. 'task: dmc/cheetah-run' "
                      f"(or type: gymnasium + env_id, or type: dm_control + domain + task)")
 
 
+def field_types() -> dict[str, type]:
+    """Each `Config` field's type, without its ``| None`` (``num_envs: int | None`` gives ``int``)."""
+    out = {}
+    for name, hint in typing.get_type_hints(Config).items():
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        out[name] = hint
+    return out
+
+
 def _config_value(name: str, value: Any, where: str) -> Any:
-    fields = {f.name: f for f in dataclasses.fields(Config)}
-    if name not in fields:
-        raise ValueError(f"{where}: unknown setting {name!r}; known: {', '.join(sorted(fields))}")
-    kind = fields[name].type
-    if "int" in kind and "float" not in kind and value is not None and not isinstance(value, bool):
-        return int(float(value))
-    if "float" in kind and value is not None:
-        return float(value)
+    kinds = field_types()
+    if name not in kinds:
+        raise ExperimentError(f"{where}: unknown setting {name!r}; known: {', '.join(sorted(kinds))}")
+    if value is None or kinds[name] is str or isinstance(value, bool):
+        return value
+    try:
+        if kinds[name] is int:
+            return int(float(value))  # YAML reads 2e5 as a string
+        if kinds[name] is float:
+            return float(value)
+    except (TypeError, ValueError):
+        raise ExperimentError(f"{where}: setting {name!r} must be a number, got {value!r}") from None
     return value
+
+
+def read_experiment_file(path: str | Path) -> dict[str, Any]:
+    """The YAML mapping of an experiment file, or `UserError` naming what is wrong with it."""
+    from polar_bench._optional import require
+
+    yaml = require("yaml", "train", "reading experiment files")
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ExperimentError(f"cannot read the experiment file {str(path)!r}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ExperimentError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+    if not isinstance(data, dict):
+        raise ExperimentError(f"{path}: an experiment file is a mapping with sections experiment, agent, "
+                              f"harnesses, training, evaluation")
+    return data
 
 
 def load_experiment(path: str | Path) -> list[Config]:
@@ -601,36 +690,32 @@ def load_experiment(path: str | Path) -> list[Config]:
 
     Each harness is trained as its own policy (the agent plays one checkpoint per task and run).
     """
-    try:
-        import yaml
-    except ImportError:
-        raise SystemExit("reading experiment files needs PyYAML: pip install pyyaml") from None
-    data = yaml.safe_load(Path(path).read_text()) or {}
+    data = read_experiment_file(path)
     unknown = set(data) - {"experiment", "agent", "harnesses", "training", "evaluation", "distributed"}
     if unknown:
-        raise ValueError(f"{path}: unknown section(s) {sorted(unknown)}; expected experiment, agent, "
+        raise ExperimentError(f"{path}: unknown section(s) {sorted(unknown)}; expected experiment, agent, "
                          f"harnesses, training, evaluation")
     common: dict[str, Any] = {}
     agent = dict(data.get("agent") or {})
     algorithm = str(agent.pop("algorithm", agent.pop("type", "ppo"))).lower()
     if algorithm != "ppo":
-        raise ValueError(f"{path}: agent.algorithm is {algorithm!r}; this trainer runs 'ppo'")
+        raise ExperimentError(f"{path}: agent.algorithm is {algorithm!r}; this trainer runs 'ppo'")
     agent.pop("rl", None)
     for key, value in agent.items():
         common[key] = _config_value(key, value, f"{path}: agent")
     training = dict(data.get("training") or {})
     seeds = training.pop("seeds", None)
     for key, value in training.items():
-        name = _TRAINING_KEYS.get(key, key)
+        name = _TRAINING_KEYS.get(str(key), str(key))
         common[name] = _config_value(name, value, f"{path}: training")
     for key, value in dict(data.get("evaluation") or {}).items():
         if key == "harnesses":
             continue  # evaluation always uses the trained task on the suite's seeds
-        name = _EVALUATION_KEYS.get(key, key)
+        name = _EVALUATION_KEYS.get(str(key), str(key))
         common[name] = _config_value(name, value, f"{path}: evaluation")
     harnesses = data.get("harnesses") or []
     if not harnesses:
-        raise ValueError(f"{path}: list at least one entry under 'harnesses'")
+        raise ExperimentError(f"{path}: list at least one entry under 'harnesses'")
     seeds = [int(s) for s in (seeds if seeds is not None else [common.get("seed", 0)])]
     configs = []
     for i, entry in enumerate(harnesses):
@@ -640,51 +725,85 @@ def load_experiment(path: str | Path) -> list[Config]:
         for key, value in entry.items():
             if key in ("task", "type", "env_id", "domain"):
                 continue
-            name = _HARNESS_KEYS.get(key, key)
+            name = _HARNESS_KEYS.get(str(key), str(key))
             settings[name] = _config_value(name, value, where)
         for seed in seeds:
             configs.append(Config(**dict(settings, seed=seed)))
     return configs
 
 
-def _field_docs(cls) -> dict[str, str]:
+def _field_docs(cls: type) -> dict[str, str]:
     """The docstring under each dataclass field (what tyro shows as help), parsed from the source."""
-    docs, body = {}, ast.parse(inspect.getsource(cls)).body[0].body
-    for node, following in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr)
-                and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):
+    docs = {}
+    [definition] = ast.parse(inspect.getsource(cls)).body
+    assert isinstance(definition, ast.ClassDef)
+    for node, following in itertools.pairwise(definition.body):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
             docs[node.target.id] = following.value.value.strip()
     return docs
 
 
+def _count(text: str) -> int:
+    return int(float(text))  # 2e5 and 200000 alike
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """One flag per `Config` field (``--num-envs`` for ``num_envs``), typed by the field's annotation,
+    its help from the docstring under the field: a new field needs no flag code."""
     parser = argparse.ArgumentParser(
-        prog="python -m baselines.ppo.train", description=__doc__.split("\n\n")[0],
+        prog="python -m baselines.ppo.train", description=(__doc__ or "").split("\n\n")[0],
         argument_default=argparse.SUPPRESS)
     parser.add_argument("--config", help="a YAML experiment file; flags given here override it")
-    docs = _field_docs(Config)
+    docs, kinds = _field_docs(Config), field_types()
     for f in dataclasses.fields(Config):
         flag = "--" + f.name.replace("_", "-")
         default = "the domain's preset" if f.default is None else f.default
         help_text = f"{docs.get(f.name, '')} (default: {default})"
-        if "bool" in str(f.type):
+        kind = kinds[f.name]
+        if kind is bool:
             parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=help_text)
-        elif "int" in str(f.type):
-            parser.add_argument(flag, type=lambda s: int(float(s)), metavar="N", help=help_text)
-        elif "float" in str(f.type):
+        elif kind is int:
+            parser.add_argument(flag, type=_count, metavar="N", help=help_text)
+        elif kind is float:
             parser.add_argument(flag, type=float, metavar="X", help=help_text)
+        elif kind is str:
+            parser.add_argument(flag, metavar="TEXT", help=help_text)
         else:
-            parser.add_argument(flag, metavar="VALUE", help=help_text)
+            raise TypeError(f"Config.{f.name}: no command-line flag for type {kind!r}; use bool, int, float or str")
     return parser
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def configs_from_args(argv: list[str] | None = None) -> list[Config]:
+    """The runs the command line asks for (an experiment file's, with the flags applied to each),
+    with each run's suite and task checked, so that a typo fails before any training starts."""
     args = vars(build_parser().parse_args(argv))
     config_file = args.pop("config", None)
     configs = load_experiment(config_file) if config_file else [Config()]
     configs = [dataclasses.replace(c, **args) for c in configs]
-    return [train(c) for c in configs]
+    for c in configs:
+        task_options(c, c.task)
+    return configs
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    configs = configs_from_args(argv)
+    summaries = [train(c) for c in configs]
+    folders = sorted({str(Path(c.out_dir) / "checkpoints") for c in configs})
+    print(f"checkpoints in {', '.join(folders)}; evaluate them with POLAR_PPO_CHECKPOINTS={folders[0]} "
+          f"python -m polar_bench evaluate baselines/ppo/agent.py ...", file=sys.stderr)
+    return summaries
+
+
+def run_command(main_function: Any) -> None:
+    """Run ``main_function()`` as a command: a `UserError` is one line on stderr and exit code 2."""
+    try:
+        main_function()
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
 
 
 if __name__ == "__main__":
-    main()
+    run_command(main)

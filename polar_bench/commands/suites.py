@@ -25,7 +25,8 @@ def list_suites(args) -> int:
 
     for name, path in available_suites().items():
         s = load_suite(path)
-        print(f"{name:8s} version {s.version:8s} {len(s.tasks):3d} tasks in {len(s.domains)} domains  {s.hash[:19]}  {path}")
+        print(f"{name:8s} version {s.version:8s} {len(s.tasks):3d} tasks in {len(s.domains)} domains  "
+              f"{s.hash[:19]}  {path}")
     return 0
 
 
@@ -81,6 +82,11 @@ def validate(args) -> int:
                 continue
             if name not in known:
                 problems.append(f"{t.id}: unknown task")
+                continue
+            try:
+                harness.check_options(t.id, t.options)
+            except UserError as exc:  # HarnessOptionError, or a family package that is not installed
+                problems.append(str(exc))
         if problems:
             raise UserError(f"{path}: " + "; ".join(problems))
         print(f"ok: suite {s.name} version {s.version}, {len(s.tasks)} tasks, hash {s.hash}")

@@ -10,13 +10,15 @@ docs/harnesses.md.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from importlib import metadata
-from typing import Any, Callable
+from typing import Any, Protocol
 
 from ..errors import UnknownTaskError, did_you_mean
-from .base import Harness
+from .base import COMMON_OPTIONS, Harness, check_common_options
 
-__all__ = ["Harness", "make", "register_family", "families", "task_names", "ENTRY_POINT_GROUP"]
+__all__ = ["Harness", "make", "check_options", "register_family", "families", "task_names", "COMMON_OPTIONS",
+           "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "polar_bench.harnesses"
 
@@ -27,10 +29,21 @@ _BUILTIN: dict[str, str] = {
     "nethack": "polar_bench.harness.nethack:NetHackHarness",
     "babyai": "polar_bench.harness.babyai:BabyAIHarness",
 }
-_LOADED: dict[str, Callable[..., Harness]] = {}
 
 
-def register_family(prefix: str, factory: Callable[..., Harness] | str) -> None:
+class HarnessFactory(Protocol):
+    """What a family registers: a `Harness` subclass, or any callable ``factory(name, **overrides)``
+    with a ``task_names()`` attribute."""
+
+    def __call__(self, *args: Any, **overrides: Any) -> Harness: ...
+
+    def task_names(self) -> list[str]: ...
+
+
+_LOADED: dict[str, HarnessFactory] = {}
+
+
+def register_family(prefix: str, factory: HarnessFactory | str) -> None:
     """Register a family under ``prefix``: a factory ``(name, **overrides) -> Harness`` with a
     ``task_names()`` attribute, or ``"module:attr"`` naming one (imported on first use)."""
     if not prefix or "/" in prefix:
@@ -51,7 +64,7 @@ def families() -> list[str]:
     return sorted(set(_BUILTIN) | set(_LOADED) | set(_entry_points()))
 
 
-def _family(prefix: str) -> Callable[..., Harness]:
+def _family(prefix: str) -> HarnessFactory:
     if prefix in _LOADED:
         return _LOADED[prefix]
     if prefix in _BUILTIN:
@@ -73,12 +86,8 @@ def task_names(prefix: str) -> list[str]:
     return list(_family(prefix).task_names())
 
 
-def make(task_id: str, **overrides: Any) -> Harness:
-    """Build the harness of ``task_id`` (``family/name``), e.g. ``polar_bench.make("dmc/cheetah-run")``.
-
-    ``overrides`` go to the family (``text=True`` for text observations, ``max_episode_steps=N``,
-    family options such as Procgen's ``distribution_mode``).
-    """
+def _resolve(task_id: str) -> tuple[HarnessFactory, str]:
+    """The family factory of ``task_id`` and the task name, or `UnknownTaskError`."""
     if not isinstance(task_id, str) or "/" not in task_id:
         raise UnknownTaskError(
             f"task ids look like 'family/name' (e.g. 'gym/CartPole-v1', 'dmc/cheetah-run'), got {task_id!r}")
@@ -89,4 +98,27 @@ def make(task_id: str, **overrides: Any) -> Harness:
         raise UnknownTaskError(
             f"unknown task {task_id!r}." + did_you_mean(task_id, [f"{prefix}/{n}" for n in known])
             + f" List the family's tasks with polar_bench.harness.task_names({prefix!r}).")
+    return factory, name
+
+
+def check_options(task_id: str, options: Mapping[str, Any]) -> None:
+    """Check the options of ``task_id`` without building its environment: `HarnessOptionError` for an
+    option its family does not accept (the message lists those it does) or a bad ``max_episode_steps``
+    or ``text``; `UnknownTaskError` for an unknown task. ``make`` runs the same checks."""
+    factory, name = _resolve(task_id)
+    if isinstance(factory, type) and issubclass(factory, Harness):
+        factory.check_options(name, options)
+    else:  # a plain factory function: only the options every family shares can be checked
+        check_common_options(task_id, options)
+
+
+def make(task_id: str, **overrides: Any) -> Harness:
+    """Build the harness of ``task_id`` (``family/name``), e.g. ``polar_bench.make("dmc/cheetah-run")``.
+
+    ``overrides`` go to the family (``text=True`` for text observations, ``max_episode_steps=N``,
+    family options such as Procgen's ``distribution_mode``); see `check_options` for how they are checked.
+    """
+    factory, name = _resolve(task_id)
+    if not (isinstance(factory, type) and issubclass(factory, Harness)):
+        check_common_options(task_id, overrides)  # a Harness subclass checks its options in __new__
     return factory(name, **overrides)

@@ -34,7 +34,8 @@ from gymnasium import spaces
 
 from .._optional import require, version_of
 from ..task_info import Component, TaskInfo
-from .base import Harness
+from .base import COMMON_OPTIONS, Harness
+from .gym_family import constructor_options
 
 __all__ = ["BabyAIHarness", "MISSION_CHARSET", "MISSION_MAX_LENGTH"]
 
@@ -211,20 +212,34 @@ class BabyAIHarness(Harness):
     def task_names() -> list[str]:
         return sorted(_level_ids())
 
+    @classmethod
+    def accepted_options(cls, name: str) -> list[str] | None:
+        """``text``, ``max_episode_steps`` and the level constructor's arguments (``room_size``, ...)."""
+        env_id = _level_ids().get(name)
+        if env_id is None:
+            return list(COMMON_OPTIONS)  # the constructor reports the unknown level
+        native = constructor_options(env_id)
+        return None if native is None else [*COMMON_OPTIONS, *native]
+
     def __init__(self, name: str, *, text: bool = False, max_episode_steps: int | None = None,
                  **options: Any) -> None:
         super().__init__(text=text)
         require("minigrid", "babyai", "the BabyAI levels")
         import gymnasium
+        from minigrid.minigrid_env import MiniGridEnv
 
         env_id = _level_ids().get(name)
         if env_id is None:
             raise ValueError(f"babyai/{name}: no registered BabyAI-{name}-v* level")
-        self._env = gymnasium.make(env_id, disable_env_checker=True, **options).unwrapped
+        env = gymnasium.make(env_id, disable_env_checker=True, **options).unwrapped
+        if not isinstance(env, MiniGridEnv):
+            raise TypeError(f"babyai/{name}: {env_id} is not a Minigrid environment")
+        self._env = env
         with contextlib.redirect_stdout(_SINK):
-            example, _ = self._env.reset(seed=0)
+            example: dict[str, Any] = self._env.reset(seed=0)[0]
         steps = int(max_episode_steps or _max_steps_bound(self._env, self._env.max_steps))
-        rooms = f"{self._env.num_rows}x{self._env.num_cols} rooms" if hasattr(self._env, "num_rows") else "a grid"
+        rows, cols = getattr(self._env, "num_rows", None), getattr(self._env, "num_cols", None)
+        rooms = f"{rows}x{cols} rooms" if rows is not None else "a grid"
         level_text = _level_description(self._env) or f"The BabyAI level {name}."
         goal = (f"{level_text} Carry out the natural-language mission in observation['mission'] "
                 f"(e.g. '{example['mission']}') in a grid world of {rooms} of "
@@ -260,8 +275,9 @@ class BabyAIHarness(Harness):
 
     def _native_reset(self, seed: int):
         with contextlib.redirect_stdout(_SINK):
-            obs, info = self._env.reset(seed=seed)
-        info = dict(info)
+            obs: dict[str, Any]
+            obs, native_info = self._env.reset(seed=seed)
+        info = dict(native_info)
         info["max_steps"] = int(self._env.max_steps)
         return obs, info
 

@@ -13,34 +13,85 @@ A family subclasses `Harness` and implements five small hooks (`_native_reset`, 
 * fault isolation: any exception of the native env becomes one `HarnessError` naming task, seed
   and step; ``step()`` after the end of an episode raises `EpisodeOverError`; ``close()`` is
   idempotent;
-* text on request: with ``text=True`` (or `request_text`) every ``info`` carries ``"text"``.
+* text on request: with ``text=True`` (or `request_text`) every ``info`` carries ``"text"``;
+* options: before a family's ``__init__`` runs, the options it is given are checked once, the same
+  way for every family (`Harness.check_options`): ``max_episode_steps`` is None or a positive
+  integer, ``text`` is True or False, and an option the family does not accept (`accepted_options`)
+  raises one `HarnessOptionError` that names the task and the options its family accepts.
 """
 
 from __future__ import annotations
 
+import inspect
 import traceback
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, TypeVar
 
 import gymnasium
 import numpy as np
 from gymnasium import spaces
 from gymnasium.utils import seeding
 
-from ..errors import (EpisodeOverError, HarnessClosedError, HarnessError, InvalidActionError,
-                      NoTextRenderingError)
+from ..errors import (
+    EpisodeOverError,
+    HarnessClosedError,
+    HarnessError,
+    HarnessOptionError,
+    InvalidActionError,
+    NoTextRenderingError,
+    describe_value,
+)
 from ..task_info import TaskInfo
 
-__all__ = ["Harness"]
+__all__ = ["Harness", "COMMON_OPTIONS", "check_common_options", "keyword_parameters"]
 
 _SEED_BOUND = 2**31 - 1
+_H = TypeVar("_H", bound="Harness")
+
+#: The options every family takes: ``polar_bench.make(task_id, text=True, max_episode_steps=N)``.
+COMMON_OPTIONS = ("max_episode_steps", "text")
+
+
+def keyword_parameters(function: Any, skip: tuple[str, ...] = ("self", "name")) -> tuple[list[str], bool]:
+    """The names ``function`` accepts as keywords (without ``skip``), and whether it also takes ``**kwargs``."""
+    params = inspect.signature(function).parameters.values()
+    names = [p.name for p in params if p.name not in skip
+             and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    return names, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def check_common_options(task_id: str, options: Mapping[str, Any]) -> None:
+    """Raise `HarnessOptionError` unless ``max_episode_steps`` is absent, None or a positive integer and
+    ``text`` is absent, True or False."""
+    steps = options.get("max_episode_steps")
+    if steps is not None and not (_is_int(steps) and steps >= 1):
+        raise HarnessOptionError(
+            task_id, f"{task_id}: max_episode_steps must be a positive integer (or None for the task's "
+                     f"own limit), got {describe_value(steps)}")
+    text = options.get("text", False)
+    if not isinstance(text, (bool, np.bool_)):
+        raise HarnessOptionError(task_id, f"{task_id}: text must be True or False, got {describe_value(text)}")
 
 
 class Harness(gymnasium.Env):
     """Base class of all polar_bench harnesses. Subclasses set ``task_info`` in ``__init__``."""
 
     family: ClassVar[str] = ""
-    metadata: ClassVar[dict] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}
     task_info: TaskInfo
+
+    def __new__(cls: type[_H], *args: Any, **options: Any) -> _H:
+        # Runs before the family's __init__ with the same arguments, so that every family (built-in,
+        # registered or future) gets the same option checks before it builds anything. Unpickling and
+        # copying call __new__ without arguments: nothing to check then.
+        name = args[0] if args else options.pop("name", None)
+        if name is not None:
+            cls.check_options(str(name), options)
+        return super().__new__(cls)
 
     def __init__(self, *, text: bool = False) -> None:
         self._text = bool(text)
@@ -52,8 +103,8 @@ class Harness(gymnasium.Env):
         self._max_steps = 0
         self._continuous = False
         self._discrete_n = 0
-        self._action_offset = None
-        self._action_scale = None
+        self._action_offset = np.zeros(0)  # set by _finish_setup for continuous actions
+        self._action_scale = np.ones(0)
 
     # ----------------------------------------------------------------- set-up helpers
     def _finish_setup(self, info: TaskInfo, native_action_space: spaces.Space | None = None) -> None:
@@ -65,6 +116,9 @@ class Harness(gymnasium.Env):
         if isinstance(info.action_space, spaces.Box):
             self._continuous = True
             native = native_action_space if native_action_space is not None else info.action_space
+            if not isinstance(native, spaces.Box):
+                raise TypeError(f"{info.id}: the native action space of a Box action space must be a Box, "
+                                f"got {native}")
             low = np.asarray(native.low, dtype=np.float64)
             high = np.asarray(native.high, dtype=np.float64)
             self._action_offset = (high + low) / 2.0
@@ -81,6 +135,33 @@ class Harness(gymnasium.Env):
             raise TypeError(f"{info.id}: unsupported action space {info.action_space}")
         if self._text and not info.has_text:
             raise NoTextRenderingError(f"{info.id} has no text rendering: {info.text_note}")
+
+    # ----------------------------------------------------------------- options
+    @classmethod
+    def accepted_options(cls, name: str) -> list[str] | None:
+        """The options ``polar_bench.make(f"{family}/{name}", **options)`` accepts, or None when the
+        family takes any (its ``__init__`` has ``**options`` and it does not say which).
+
+        By default: the keyword parameters of the family's ``__init__`` (after ``name``). A family that
+        passes ``**options`` on to the native environment overrides this to add the names it takes."""
+        names, takes_any = keyword_parameters(cls.__init__)
+        return None if takes_any else names
+
+    @classmethod
+    def check_options(cls, name: str, options: Mapping[str, Any]) -> None:
+        """Raise `HarnessOptionError` for an option the family does not accept or a bad value of a
+        common option; called for every construction, before the family's ``__init__``."""
+        task_id = f"{cls.family}/{name}" if cls.family else name
+        accepted = cls.accepted_options(name)
+        if accepted is not None:
+            unknown = sorted(set(options) - set(accepted))
+            if unknown:
+                listing = ", ".join(sorted(accepted)) or "none"
+                raise HarnessOptionError(
+                    task_id, f"{task_id}: unknown option{'s' if len(unknown) > 1 else ''} "
+                             f"{', '.join(map(repr, unknown))}; the {cls.family or cls.__name__} family "
+                             f"accepts: {listing}")
+        check_common_options(task_id, options)
 
     # ----------------------------------------------------------------- hooks
     def _native_reset(self, seed: int) -> tuple[Any, dict]:
@@ -207,7 +288,7 @@ class Harness(gymnasium.Env):
             else:
                 raise InvalidActionError(
                     f"{self.task_info.id}: expected an integer action in [0, {self._discrete_n - 1}] "
-                    f"({self._action_help()}), got {_describe(action)}")
+                    f"({self._action_help()}), got {describe_value(action)}")
             if not 0 <= a < self._discrete_n:
                 raise InvalidActionError(
                     f"{self.task_info.id}: action {a} is out of range; expected an integer in "
@@ -229,7 +310,7 @@ class Harness(gymnasium.Env):
         except (TypeError, ValueError):
             raise InvalidActionError(
                 f"{self.task_info.id}: expected a float array of shape {self._action_shape} in [-1, 1], "
-                f"got {_describe(action)}") from None
+                f"got {describe_value(action)}") from None
         if arr.shape != self._action_shape:
             raise InvalidActionError(
                 f"{self.task_info.id}: expected a float array of shape {self._action_shape} in [-1, 1], "
@@ -249,9 +330,3 @@ class Harness(gymnasium.Env):
             return ", ".join(f"{i}={n}" for i, n in enumerate(names))
         return f"{self._discrete_n} actions"
 
-
-def _describe(value: Any) -> str:
-    if isinstance(value, np.ndarray):
-        return f"array of dtype {value.dtype} and shape {value.shape}"
-    text = repr(value)
-    return f"{type(value).__name__} {text[:60]}"

@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import contextlib
 
-from typing import Any
-
 import numpy as np
 from gymnasium import spaces
 
@@ -211,7 +209,7 @@ def _entry_labels(domain: str, key: str, size: int, physics) -> list[tuple[str, 
 def _observation_layout(domain: str, spec, physics):
     """Components, text labels and the (key, size) plan of the flattened observation."""
     components: list[Component] = []
-    labels: list[tuple[str, list[str]]] = []
+    labels: list[tuple[str, tuple[int, ...], list[str] | None]] = []
     plan: list[tuple[str, int]] = []
     for key, arr_spec in spec.items():
         shape = tuple(arr_spec.shape)
@@ -280,12 +278,8 @@ class DMCHarness(Harness):
         return sorted(f"{d}-{t}" for d, t in suite.ALL_TASKS if d not in _EXCLUDED_DOMAINS)
 
     def __init__(self, name: str, *, text: bool = False, max_episode_steps: int | None = None,
-                 task_kwargs: dict | None = None, environment_kwargs: dict | None = None,
-                 **options: Any) -> None:
+                 task_kwargs: dict | None = None, environment_kwargs: dict | None = None) -> None:
         super().__init__(text=text)
-        if options:
-            raise TypeError(f"dmc/{name}: unknown options {sorted(options)}; the dmc family accepts "
-                            f"text, max_episode_steps, task_kwargs and environment_kwargs")
         require("dm_control", "dmc", "the DeepMind Control Suite tasks")
         from dm_control import suite
 
@@ -312,7 +306,7 @@ class DMCHarness(Harness):
         # (key, start, stop, is_1d) of each key in the flat vector, for _flatten.
         self._slices = []
         start = 0
-        for (key, size), arr_spec in zip(plan, spec.values()):
+        for (key, size), arr_spec in zip(plan, spec.values(), strict=True):
             self._slices.append((key, start, start + size, len(arr_spec.shape) == 1))
             start += size
         self._obs_size = start
@@ -369,7 +363,7 @@ class DMCHarness(Harness):
         return out
 
     def _native_reset(self, seed: int):
-        self._task._random = np.random.RandomState(seed)
+        self._task._random = np.random.RandomState(seed)  # noqa: SLF001 - dm_control has no setter for it
         timestep = self._env.reset()
         return self._flatten(timestep.observation), {}
 
@@ -401,7 +395,7 @@ class DMCHarness(Harness):
             chunk = values[i:i + size]
             i += size
             if names:
-                parts.append(f"{key}: " + ", ".join(f"{n}={_fmt(v)}" for n, v in zip(names, chunk)))
+                parts.append(f"{key}: " + ", ".join(f"{n}={_fmt(v)}" for n, v in zip(names, chunk, strict=True)))
             elif not shape:
                 parts.append(f"{key}: {_fmt(chunk[0])}")
             else:

@@ -17,7 +17,7 @@ from gymnasium import spaces
 
 from .._optional import version_of
 from ..task_info import Component, TaskInfo
-from .base import Harness
+from .base import COMMON_OPTIONS, Harness, keyword_parameters
 
 __all__ = ["GymHarness"]
 
@@ -77,6 +77,27 @@ _CLASSIC: dict[str, dict[str, Any]] = {
 }
 
 
+def constructor_options(env_id: str) -> list[str] | None:
+    """The keyword arguments ``gymnasium.make(env_id, **kwargs)`` passes to the environment: the
+    parameters of its class's ``__init__``, following ``**kwargs`` up the base classes (as MuJoCo and
+    Minigrid environments pass them on); None when an entry point is a function taking ``**kwargs``."""
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    spec = gymnasium.spec(env_id)
+    creator = load_env_creator(spec.entry_point) if isinstance(spec.entry_point, str) else spec.entry_point
+    names: list[str] = []
+    chain = [k for k in creator.__mro__ if "__init__" in vars(k) and k is not object] if isinstance(
+        creator, type) else [creator]
+    for owner in chain:
+        found, takes_more = keyword_parameters(owner.__init__ if isinstance(owner, type) else owner,
+                                               skip=("self",))
+        names += [n for n in found if n not in names]
+        if not takes_more:
+            return names
+    return None if not isinstance(creator, type) else names
+
+
 def _family_name(env_id: str) -> str:
     return env_id.split("/")[-1].split("-v")[0]
 
@@ -93,6 +114,12 @@ class GymHarness(Harness):
         return sorted(k for k, spec in gymnasium.registry.items()
                       if isinstance(spec.entry_point, str) or callable(spec.entry_point))
 
+    @classmethod
+    def accepted_options(cls, name: str) -> list[str] | None:
+        """``text``, ``max_episode_steps`` and the environment's own constructor arguments."""
+        native = constructor_options(name)
+        return None if native is None else [*COMMON_OPTIONS, *native]
+
     def __init__(self, name: str, *, text: bool = False, max_episode_steps: int | None = None,
                  **kwargs: Any) -> None:
         super().__init__(text=text)
@@ -102,13 +129,15 @@ class GymHarness(Harness):
         self._env = gymnasium.make(name, disable_env_checker=True, **kwargs).unwrapped
         native_obs = self._env.observation_space
         native_act = self._env.action_space
-        known = _CLASSIC.get(_family_name(name)) if spec.entry_point and "classic_control" in str(spec.entry_point) else None
+        classic = bool(spec.entry_point) and "classic_control" in str(spec.entry_point)
+        known = _CLASSIC.get(_family_name(name)) if classic else None
         steps = int(max_episode_steps or spec.max_episode_steps or 0)
+        action_space: spaces.Space
         if isinstance(native_act, spaces.Box):
             action_space = spaces.Box(-1.0, 1.0, shape=native_act.shape, dtype=np.float32)
             act_components = known["act"] if known else tuple(
                 C(f"action[{i}]", "", "", float(lo), float(hi))
-                for i, (lo, hi) in enumerate(zip(native_act.low.flat, native_act.high.flat)))
+                for i, (lo, hi) in enumerate(zip(native_act.low.flat, native_act.high.flat, strict=True)))
         elif isinstance(native_act, spaces.Discrete):
             action_space = native_act
             act_components = known["act"] if known else tuple(C(f"action {i}") for i in range(native_act.n))
@@ -160,6 +189,6 @@ class GymHarness(Harness):
         if not self.task_info.has_text:
             return super()._render_text(observation)
         parts = []
-        for name, unit, value in zip(self._names, self._units, np.asarray(observation).tolist()):
+        for name, unit, value in zip(self._names, self._units, np.asarray(observation).tolist(), strict=True):
             parts.append(f"{name}: {value:.4f}{' ' + unit if unit else ''}")
         return "; ".join(parts)

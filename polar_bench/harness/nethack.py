@@ -264,15 +264,11 @@ class NetHackHarness(Harness):
 
     def __init__(self, name: str, *, text: bool = False, max_episode_steps: int | None = None,
                  observation_keys: tuple[str, ...] | list[str] = REQUIRED_KEYS, fixed_levels: bool = False,
-                 character: str | None = None, **options: Any) -> None:
+                 character: str | None = None) -> None:
         super().__init__(text=text)
         task_id = f"nethack/{name}"
         if name not in TASKS:
             raise ValueError(f"{task_id}: unknown NetHack task; known: {', '.join(TASKS)}")
-        if options:
-            raise ValueError(f"{task_id}: unknown option(s) {', '.join(map(repr, sorted(options)))}; "
-                             f"NetHack options are max_episode_steps, observation_keys, fixed_levels, "
-                             f"character")
         require("nle", "nethack", "the NetHack tasks")
         from nle import nethack
         from nle.env import tasks as nle_tasks
@@ -294,11 +290,7 @@ class NetHackHarness(Harness):
         if not isinstance(fixed_levels, bool):
             raise ValueError(f"{task_id}: fixed_levels must be True or False, got {fixed_levels!r}")
         native_steps = 1_000_000 if name == "Challenge" else 5000
-        steps = native_steps if max_episode_steps is None else max_episode_steps
-        if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
-            raise ValueError(f"{task_id}: max_episode_steps must be a positive int, "
-                             f"got {max_episode_steps!r}")
-        steps = int(steps)
+        steps = native_steps if max_episode_steps is None else int(max_episode_steps)  # checked by Harness
 
         kwargs: dict[str, Any] = dict(observation_keys=keys, max_episode_steps=steps,
                                       save_ttyrec_every=0, savedir=None, fix_moon_phase=True)

@@ -53,7 +53,7 @@ from gymnasium import spaces
 
 from .._optional import require, version_of
 from ..task_info import Component, TaskInfo
-from .base import Harness
+from .base import Harness, keyword_parameters
 
 __all__ = ["ProcgenHarness", "GAMES", "level_for_seed"]
 
@@ -242,6 +242,11 @@ class ProcgenHarness(Harness):
     def task_names() -> list[str]:
         return sorted(GAMES)
 
+    @classmethod
+    def accepted_options(cls, name: str) -> list[str]:
+        """The constructor's options and procgen's rendering options (which pass through unchanged)."""
+        return [*keyword_parameters(cls.__init__)[0], *_RENDER_OPTIONS]
+
     def __init__(self, name: str, *, text: bool = False, max_episode_steps: int | None = None,
                  distribution_mode: str = "easy", start_level: int = 0, num_levels: int = 0,
                  **options: Any) -> None:
@@ -249,14 +254,9 @@ class ProcgenHarness(Harness):
         task_id = f"procgen/{name}"
         if name not in GAMES:
             raise ValueError(f"{task_id}: unknown procgen game; known: {', '.join(sorted(GAMES))}")
-        unknown = sorted(set(options) - set(_RENDER_OPTIONS))
-        if unknown:
-            raise ValueError(f"{task_id}: unknown option(s) {', '.join(map(repr, unknown))}; procgen "
-                             f"options are distribution_mode, start_level, num_levels, "
-                             f"{', '.join(_RENDER_OPTIONS)}")
         if distribution_mode not in ("easy", "hard", "extreme", "memory"):
-            hint = (f" (for the exploration level use distribution_mode='hard', start_level=<its "
-                    f"seed>, num_levels=1)" if distribution_mode == "exploration" else "")
+            hint = (" (for the exploration level use distribution_mode='hard', start_level=<its "
+                    "seed>, num_levels=1)" if distribution_mode == "exploration" else "")
             raise ValueError(f"{task_id}: distribution_mode must be 'easy', 'hard', 'extreme' or "
                              f"'memory', got {distribution_mode!r}{hint}")
         if distribution_mode in _MODES_ONLY and name not in _MODES_ONLY[distribution_mode]:
@@ -269,12 +269,6 @@ class ProcgenHarness(Harness):
         for key, value in options.items():
             if not isinstance(value, bool):
                 raise ValueError(f"{task_id}: option {key} must be True or False, got {value!r}")
-        if max_episode_steps is not None:
-            steps = max_episode_steps
-            steps_ok = isinstance(steps, (int, np.integer)) and not isinstance(steps, bool)
-            if not steps_ok or steps < 1:
-                raise ValueError(f"{task_id}: max_episode_steps must be a positive int, "
-                                 f"got {max_episode_steps!r}")
         self._start_level = int(start_level)
         self._num_levels = int(num_levels)
 
@@ -297,7 +291,7 @@ class ProcgenHarness(Harness):
         self._level_offset = layout.level_low
         self._force_reset = np.array([-1], dtype=np.int32)
         self._action = np.zeros(1, dtype=np.int32)
-        self._last_obs: np.ndarray | None = None
+        self._last_obs = np.zeros((64, 64, 3), dtype=np.uint8)  # the frame of the latest reset or step
 
         special = GAMES[name]["special"]
         combos = [tuple(c) for c in self._env.combos]

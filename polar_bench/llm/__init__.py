@@ -25,8 +25,19 @@ from .client import LLMClient, make_client
 from .embedded import EmbeddedBackend, default_model_path, file_sha256
 from .http import OpenAIBackend
 from .recorder import USAGE_KEYS, Recorder
-from .types import (LLM, Backend, Choices, Completion, Constraint, Grammar, Message, Request, call_seed,
-                    choices_grammar, parse_choice)
+from .types import (
+    LLM,
+    Backend,
+    Choices,
+    Completion,
+    Constraint,
+    Grammar,
+    Message,
+    Request,
+    call_seed,
+    choices_grammar,
+    parse_choice,
+)
 
 __all__ = [
     "LLM", "Backend", "LLMClient", "make_client", "Message", "Request", "Completion",

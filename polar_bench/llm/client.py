@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import UserError
 from .cache import DiskCache
@@ -127,6 +128,8 @@ def _with(c: Completion, **changes) -> Completion:
 
 def _with_instruction(request: Request) -> Request:
     """The request with the constraint's instruction added to its last user message (or a new one)."""
+    if request.constraint is None:
+        return request
     msgs = [dict(m) for m in request.messages]
     text = request.constraint.instruction()
     for m in reversed(msgs):
@@ -196,9 +199,11 @@ def make_client(backend: str | None = None, *, model: str | None = None, base_ur
                 timeout = float(t) if t else 60.0
             except ValueError:
                 raise UserError(f"POLAR_BENCH_LLM_TIMEOUT must be a number of seconds, got {t!r}") from None
+        if grammar is None:
+            grammar = _flag("POLAR_BENCH_LLM_GRAMMAR", False)
         b = OpenAIBackend(url, model or "default",
                           api_key_env=api_key_env or env("POLAR_BENCH_LLM_API_KEY_ENV") or "OPENAI_API_KEY",
-                          timeout=timeout, grammar=grammar if grammar is not None else _flag("POLAR_BENCH_LLM_GRAMMAR", False))
+                          timeout=timeout, grammar=grammar)
     else:
         raise UserError(f"unknown LLM backend {kind!r}; use 'embedded' or 'openai'")
     return LLMClient(b, recorder=recorder, cache=cache)

@@ -123,7 +123,7 @@ class OpenAIBackend:
             if exc.code in _TRANSIENT:
                 raise _Transient(err) from exc
             raise err from None
-        except (TimeoutError, socket.timeout) as exc:
+        except TimeoutError as exc:
             raise _Transient(LLMTimeoutError(f"{url} did not answer within the {self.timeout:g} s timeout")) from exc
         except urllib.error.URLError as exc:
             if isinstance(exc.reason, (TimeoutError, socket.timeout)):

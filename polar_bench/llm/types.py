@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "Message",
@@ -168,7 +169,7 @@ class Grammar:
         return {"type": "grammar", "gbnf": self.gbnf, "fallback": self.fallback}
 
 
-Constraint = Union[Choices, Grammar]
+Constraint = Choices | Grammar
 
 
 # ----------------------------------------------------------------------------- request / completion
@@ -176,7 +177,7 @@ Constraint = Union[Choices, Grammar]
 class Request:
     """One call: what a backend receives and what the cache is keyed by (with the model's identity)."""
 
-    messages: tuple[dict, ...]
+    messages: tuple[Message, ...]  # stored as plain dicts (see __post_init__)
     constraint: Constraint | None = None
     seed: int | None = None
     temperature: float = 0.0
@@ -243,8 +244,13 @@ class Backend(Protocol):
     ``sha256`` where known) names the model in traces and cache keys; ``supports_grammar`` says
     whether ``constraint.grammar`` is enforced while decoding."""
 
-    identity: dict
-    supports_grammar: bool
+    # Read-only properties, so that an attribute (OpenAIBackend) and a property (EmbeddedBackend,
+    # which reads the model file's hash lazily) both implement them.
+    @property
+    def identity(self) -> dict: ...
+
+    @property
+    def supports_grammar(self) -> bool: ...
 
     def generate(self, request: Request) -> Completion: ...
 

@@ -29,7 +29,7 @@ import tempfile
 import time
 from typing import Any, Callable, Iterable
 
-from polar_bench.errors import PolarBenchError
+from polar_bench.errors import PolarBenchError, describe_value
 
 from . import _wire
 
@@ -326,14 +326,14 @@ class SandboxedPolicy:
             except Exception:  # noqa: BLE001 - a malformed action is just not contained
                 ok = False
             if not ok:
-                self._fail("invalid_action", f"invalid action {_describe(action)}: not in {space}",
+                self._fail("invalid_action", f"invalid action {describe_value(action)}: not in {space}",
                            fatal=False)
             action = candidate
         if self.validate_action is not None:
             try:
                 action = self.validate_action(action)
             except Exception as exc:  # noqa: BLE001
-                self._fail("invalid_action", f"invalid action {_describe(action)}: {exc}", fatal=False)
+                self._fail("invalid_action", f"invalid action {describe_value(action)}: {exc}", fatal=False)
         return action
 
     # ------------------------------------------------------------------------- plumbing
@@ -502,15 +502,3 @@ class SandboxedPolicy:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
 
-
-def _describe(value: Any) -> str:
-    try:
-        import numpy as np
-        if isinstance(value, np.ndarray):
-            return f"array of dtype {value.dtype} and shape {value.shape}"
-    except ImportError:  # pragma: no cover
-        pass
-    text = repr(value)
-    if len(text) > 80:
-        text = text[:77] + "..."
-    return f"{type(value).__name__} {text}"

@@ -26,8 +26,14 @@ Then it says hello (with the list of layers that took effect) and serves request
 The Python-level filter makes violations clear; the kernel layers (2-7) are the boundary.
 """
 
+from __future__ import annotations
+
 import os
 import sys
+
+TYPE_CHECKING = False  # typing is not imported at run time: the child imports as little as it can
+if TYPE_CHECKING:
+    from typing import Any
 
 # Frame kinds, parent -> child: L(oad source), A(ct), S(eed reset), Q(uit).
 # Child -> parent: H(ello), O(k value), E(rror: dict), V(iolation: dict, the child then exits).
@@ -138,7 +144,7 @@ def _seccomp_program(own_pid: int) -> list:
     return p
 
 
-def _install_seccomp(libc, ctypes) -> str:
+def _install_seccomp(libc: Any, ctypes: Any) -> str:
     import platform
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return f"unavailable on {platform.machine()}"
@@ -151,7 +157,8 @@ def _install_seccomp(libc, ctypes) -> str:
     class SockFprog(ctypes.Structure):
         _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
 
-    arr = (SockFilter * len(prog))(*[SockFilter(*ins) for ins in prog])
+    structure: Any = SockFilter  # a ctypes array type is Structure * n, which mypy does not model
+    arr = (structure * len(prog))(*[SockFilter(*ins) for ins in prog])
     fprog = SockFprog(len(prog), ctypes.cast(arr, ctypes.POINTER(SockFilter)))
     PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
@@ -439,7 +446,7 @@ def main() -> None:
 
     import builtins
     budget = [int(cfg.get("max_output", 65536))]
-    helpers = {"__builtins__": {"__build_class__": builtins.__build_class__, "len": len,
+    helpers: dict[str, Any] = {"__builtins__": {"__build_class__": builtins.__build_class__, "len": len,
                                 "isinstance": isinstance, "str": str, "type": type,
                                 "TypeError": TypeError, "OSError": OSError,
                                 "__name__": "sandbox_helpers"},
@@ -467,9 +474,10 @@ def main() -> None:
     del helpers
 
     _write_frame(b"H" + wire.encode(layers))
-    ns = {"__name__": "__policy__", "__builtins__": safe_builtins}
+    ns: dict[str, Any] = {"__name__": "__policy__", "__builtins__": safe_builtins}
     source_lines: list = []
     act = reset = None
+    value: Any
     while True:
         try:
             frame = _read_frame()
