@@ -24,7 +24,6 @@ import torch  # noqa: E402
 from baselines.ppo.networks import load_checkpoint, plays_sampled  # noqa: E402
 
 
-
 def checkpoint_dir() -> Path:
     """POLAR_PPO_CHECKPOINTS, or the checkpoints folder beside this file (read at every call)."""
     return Path(os.environ.get("POLAR_PPO_CHECKPOINTS", Path(__file__).resolve().parent / "checkpoints"))

@@ -409,7 +409,7 @@ class Policy:
         if not self.network.discrete:
             raise ValueError("act_each is for discrete actions; continuous ones are computed row by row")
         obs = self.preprocess(batch, update=False)
-        dist = self.network._distribution(self.network.actor_body(obs))
+        dist = self.network.distribution(self.network.actor_body(obs))
         actions = []
         for i, generator in enumerate(generators):
             if generator is None:
