@@ -411,3 +411,16 @@ def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, ca
     code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--tasks", "gym/CartPole-v1",
                             "--workers", "1", "--no-progress"], capsys)
     assert code == 2 and "belongs to a different evaluation" in err
+
+
+@pytest.mark.parametrize("option, needle", [('max_episode_steps = 0', "max_episode_steps"),
+                                            ('gravity_wells = 3', "gravity_wells")])
+def test_a_bad_task_option_is_a_suite_error_before_any_episode(tmp_path, capsys, option, needle):
+    text = Path(TINY).read_text().replace('id = "gym/CartPole-v1"\n',
+                                          f'id = "gym/CartPole-v1"\noptions = {{ {option} }}\n')
+    suite = write(tmp_path / "s.toml", text)
+    out = tmp_path / "r.json"
+    code, _, err = run_cli(["evaluate", str(EXAMPLES / "random_agent.py"), "--suite", suite, "--out", str(out),
+                            "--workers", "1", "--no-progress"], capsys)
+    assert code == 2 and needle in err and "gym/CartPole-v1" in err, err
+    assert not out.exists() and not (tmp_path / "r.episodes.jsonl").exists()

@@ -16,10 +16,11 @@ from .. import __version__
 from .._optional import version_of
 from ..agent import agent_file_hash
 from ..errors import AgentLoadError, UserError
+from ..harness import check_options
 from ..results import write_results
 from .agents import DEFAULT_AGENT_MEMORY_MB, probe_agent
 from .config import EvalConfig, check_pins, journal_path
-from .dispatch import ProcessTransport, RayTransport, dispatch
+from .dispatch import ProcessTransport, RayTransport, dispatch, load_harness_plugins
 from .journal import Journal, Progress, now
 from .lockdown import protect_trusted_process
 
@@ -93,6 +94,9 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         if not Path(plugin).is_file():
             raise UserError(f"harness plugin {plugin!r} not found; pass the path of a Python file that registers "
                             f"harness families")
+    load_harness_plugins({str(Path(p).resolve()): Path(p).read_bytes() for p in cfg.harness_plugins})
+    for task in cfg.tasks:  # a bad option is the suite's error (exit 2), not an env_error per episode
+        check_options(task.id, dict(task.options))
     agent_path = str(Path(cfg.agent_path))
     protect_trusted_process()  # this process writes the journal: no agent may trace it
     # Import the agent file the way the workers will (isolated: never in this process), so that a broken
