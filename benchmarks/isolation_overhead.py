@@ -2,8 +2,10 @@
 
     python benchmarks/isolation_overhead.py [--part all|random|ppo] [--workers 2] [--episodes 4]
 
-1. The random agent on the whole of suite v1 (1,770 episodes), in-process (``--in-process``, the old
-   path) and isolated (the default), same workers. Target: isolated at most 1.5x the in-process time.
+1. The random agent on the whole of suite v1 (1,770 episodes), in-process one episode per worker at a
+   time (``--in-process --envs-per-worker 1``, the path before isolation) and isolated with the
+   defaults (8 lanes per worker, one request to the agent process per step for all of them), same
+   workers. Target: isolated at most 1.5x the in-process time.
 2. The PPO baseline on one task of each family (gym/CartPole-v1, dmc/cheetah-run, procgen/coinrun,
    nethack/Score, babyai/GoToLocal; ``--episodes`` each): in-process acting one lane at a time
    against isolated with ``act_batch`` over 8 lanes (``--envs-per-worker 8``). Environment steps per
@@ -55,7 +57,7 @@ def part_random(workers: int, tmp: Path) -> None:
     agent = str(ROOT / "examples" / "random_agent.py")
     t_in, d_in = evaluate(agent, list(suite.tasks), suite.runs, tmp / "in.json", workers=workers, in_process=True)
     t_iso, d_iso = evaluate(agent, list(suite.tasks), suite.runs, tmp / "iso.json", workers=workers,
-                            in_process=False)
+                            in_process=False, lanes=8)
     print(f"random agent, full v1 ({len(d_in['episodes'])} episodes, {workers} workers): in-process {t_in:.1f} s, "
           f"isolated {t_iso:.1f} s, ratio {t_iso / t_in:.2f} (target <= 1.5); {_same(d_in, d_iso)}")
 

@@ -22,9 +22,10 @@ def register(sub) -> None:
                                                  "of the Ray cluster's CPUs)")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local worker processes (default) or Ray actors (pip install \"polar_bench[ray]\")")
-    p.add_argument("--envs-per-worker", type=int, default=1, metavar="K",
-                   help="episodes each worker plays at once, interleaved a step at a time (default 1); more "
-                        "environment instances per process, e.g. for agents that wait on a remote LLM")
+    p.add_argument("--envs-per-worker", type=int, default=8, metavar="K",
+                   help="episodes each worker plays at once, stepped together (default 8): one request to the "
+                        "agent process per step for all of them (act_batch where the agent has it); results do "
+                        "not depend on K")
     p.add_argument("--address", help="with --backend ray: 'auto' or ray://HOST:PORT of an existing cluster "
                                      "(default: start Ray on this machine)")
     p.add_argument("--out", default="results.json", help="results file (default: results.json); the journal is "

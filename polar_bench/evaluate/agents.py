@@ -275,6 +275,7 @@ class IsolatedAgents:
         self._proc: subprocess.Popen | None = None
         self._workdir: str | None = None
         self._req = self._resp = -1
+        self._poll: Any = None
         self._buf = bytearray()
         self._next = 0
         self._seq = 0
@@ -316,6 +317,8 @@ class IsolatedAgents:
                 child_channel.close()
         self._req, self._resp = req_w, resp_r
         os.set_blocking(self._resp, False)
+        self._poll = select.poll()
+        self._poll.register(self._resp, select.POLLIN)
         tag, hello = self._receive(time.monotonic() + self.start_timeout, "start")
         if tag == b"E" and isinstance(hello, dict):
             self.kill()
@@ -446,14 +449,15 @@ class IsolatedAgents:
                         self.kill()
                         raise AgentGone("agent_error", "the agent process answered a request it was not sent")
                     continue  # a stale frame (a forked child's, or an answer given after a timeout): skip it
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise AgentGone("timeout", "timeout")
+            if not self._poll.poll(min(left, 1e6) * 1000 + 1):
+                continue
             try:
                 chunk = os.read(self._resp, 1 << 20)
             except BlockingIOError:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self.kill()
-                    raise AgentGone("timeout", "timeout") from None
-                select.select([self._resp], [], [], left)
                 continue
             if not chunk:
                 if phase == "start":

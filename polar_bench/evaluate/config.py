@@ -50,7 +50,9 @@ class EvalConfig:
     backend: str = "local"  # "local" (worker processes) or "ray"
     address: str | None = None  # Ray: None starts a local Ray; "auto" or "ray://HOST:PORT" joins a cluster
     replaced_workers: int = 0  # workers (processes or actors) that died or were killed and replaced
-    envs_per_worker: int = 1  # episodes each worker plays at once, stepped together
+    # episodes each worker plays at once, stepped together: one request to the agent process per step for
+    # all of them, which amortizes the round trip (results do not depend on it)
+    envs_per_worker: int = 8
     in_process: bool = False  # debugging only: the agent runs inside the workers; results not submittable
     agent_memory_mb: int | None = None  # address-space limit of each agent process (None: the default)
     agent_network: bool = False  # keep the host network for the agent; recorded

@@ -97,8 +97,11 @@ def _worker_main(conn, agent_path: str, settings: dict) -> None:
                 break
             if msg is None:
                 break
-            records = runner.run_batch(msg)
-            conn.send({"records": records, "layers": runner.layers, "mode": runner.agents.mode})
+            records = runner.run_batch(msg, on_record=lambda rec: conn.send({"records": [rec], "partial": True}))
+            if records and "fatal" in records[0]:
+                conn.send({"records": records, "layers": runner.layers, "mode": runner.agents.mode})
+            else:  # every record went as its episode ended
+                conn.send({"records": [], "layers": runner.layers, "mode": runner.agents.mode})
     finally:
         runner.close()
 
@@ -158,8 +161,9 @@ class ProcessTransport:
                 except (EOFError, OSError):
                     reply = None
                 if reply is not None:
-                    self.busy[i] = False
-                    self.finished[i] += 1
+                    self.finished[i] += 1  # a batch, or an episode of one: this worker did start
+                    if not reply.get("partial"):
+                        self.busy[i] = False
                     events.append((i, reply, ""))
                     continue
             if not w.proc.is_alive():
@@ -320,6 +324,14 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
             transport.submit(i, [(u.task, u.run, u.index, u.seed) for u, _ in batch])
             inflight[i] = (batch, time.monotonic())
         for i, reply, why in transport.wait(1.0):
+            if reply is not None and reply.get("partial"):  # an episode of a batch still playing
+                batch, t0 = inflight[i]
+                for rec in reply["records"]:
+                    key = (rec["task"], rec["run"], rec["index"])
+                    inflight[i] = ([(u, a) for u, a in batch if u.key != key], t0)
+                    batch = inflight[i][0]
+                    record(rec)
+                continue
             batch, _t0 = inflight.pop(i)
             if reply is None:
                 if transport.finished[i] == 0:
@@ -338,12 +350,12 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                 continue
             idle.append(i)
             records = reply["records"]
-            if "fatal" in records[0]:
+            if records and "fatal" in records[0]:
                 fatal = records[0]["fatal"]
                 break
             startup_deaths = 0
             on_reply(reply)
-            for rec in records:
+            for rec in records:  # Ray actors answer with the whole batch at its end
                 record(rec)
         if cfg.episode_timeout is not None:
             now = time.monotonic()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -139,6 +140,7 @@ class EpisodeRunner:
                 kwargs["memory_mb"] = agent_memory_mb
             self.agents = IsolatedAgents(agent_path, **kwargs)
         self.shared: dict[tuple, Slot] = {}  # (task, run) -> the slot of an act_batch agent
+        self._on_record: Callable[[dict], None] | None = None
 
     @property
     def layers(self) -> dict[str, str]:
@@ -148,13 +150,15 @@ class EpisodeRunner:
         """The episode's record, or ``{"fatal": message}`` when the agent cannot be built."""
         return self.run_batch([(task, run, index, seed)])[0]
 
-    def run_batch(self, units: list) -> list[dict]:
+    def run_batch(self, units: list, on_record: Callable[[dict], None] | None = None) -> list[dict]:
         """Records of the episodes ``(task, run, index, seed)`` played at once (at most one per lane),
-        or ``[{"fatal": message}]``. Episodes lost with an agent process that died or hung while
-        acting for several lanes are played again alone, so that one episode's agent failure is
-        recorded on that episode only."""
+        or ``[{"fatal": message}]``. ``on_record`` is called with each record as soon as its episode
+        ends (so that the parent journals it before the slowest lane is done). Episodes lost with an
+        agent process that died or hung while acting for several lanes are played again alone, so
+        that one episode's agent failure is recorded on that episode only."""
         if len(units) > len(self.lanes):
             raise ValueError(f"{len(units)} episodes for {len(self.lanes)} lanes")
+        self._on_record = on_record
         try:
             out, lost = self._play(list(units))
             for i in lost:
@@ -162,6 +166,8 @@ class EpisodeRunner:
                 out[i] = again[0]
         except AgentLoadError as exc:
             return [{"fatal": str(exc)}]
+        finally:
+            self._on_record = None
         return out
 
     # ------------------------------------------------------------------ one batch
@@ -205,6 +211,8 @@ class EpisodeRunner:
             except HarnessError as exc:
                 lane.drop_harness()
                 out[i] = {**_record(lane, "env_error", str(exc)), "return": None}
+                if self._on_record is not None:
+                    self._on_record(out[i])
                 continue
             slot = self._slot_for(lane, lane.harness.task_info, run)
             lane.harness.request_text(slot.wants_text and lane.harness.task_info.has_text)
@@ -335,6 +343,8 @@ class EpisodeRunner:
             # The agent's or the harness's state may be inconsistent now: rebuild both.
             self._drop_slot(lane)
             lane.drop_harness()
+        if self._on_record is not None:
+            self._on_record(rec)
         return rec
 
     def close(self) -> None:
