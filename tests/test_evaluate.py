@@ -424,3 +424,41 @@ def test_a_bad_task_option_is_a_suite_error_before_any_episode(tmp_path, capsys,
                             "--workers", "1", "--no-progress"], capsys)
     assert code == 2 and needle in err and "gym/CartPole-v1" in err, err
     assert not out.exists() and not (tmp_path / "r.episodes.jsonl").exists()
+
+
+def test_digests_do_not_depend_on_lanes_or_on_sharing_an_environment(tmp_path, capsys):
+    """NetHack's final screen lists the games its instance played before: with one lane a worker's
+    second episode reuses the first one's environment, with three each has its own. The digest
+    covers every observation the agent acted on, so both give the same digests."""
+    pytest.importorskip("nle")
+    agent = str(EXAMPLES / "random_agent.py")
+    digests = []
+    for lanes in ("1", "3"):
+        out = str(tmp_path / f"r{lanes}.json")
+        code, _, err = run_cli(["evaluate", agent, "--suite", "v1", "--tasks", "nethack/Score", "--runs", "1",
+                                "--episodes", "3", "--workers", "1", "--envs-per-worker", lanes, "--out", out,
+                                "--no-progress"], capsys)
+        assert code == 0, err
+        digests.append([(e["return"], e["digest"]) for e in read_results(out).episodes])
+    assert digests[0] == digests[1] and len({d for _, d in digests[0]}) == 3
+
+
+def test_trajectory_digest_covers_what_the_agent_acted_on():
+    import numpy as np
+
+    from polar_bench.evaluate import TrajectoryDigest
+
+    def digest(mid_obs, final_obs, action=1, reward=0.5):
+        d = TrajectoryDigest(7)
+        d.start(np.zeros(3, np.float32))
+        d.step(action, reward, False, False, mid_obs)
+        d.step(0, 1.0, False, True, final_obs)
+        return d.hexdigest()
+
+    base = digest(np.ones(3, np.float32), np.ones(3, np.float32))
+    assert base.startswith("sha256:") and len(base) == 7 + 64
+    assert digest(np.ones(3, np.float32), np.full(3, 9, np.float32)) == base   # the final observation: not acted on
+    assert digest(np.full(3, 2, np.float32), np.ones(3, np.float32)) != base   # an observation acted on
+    assert digest(np.ones(3, np.float64), np.ones(3, np.float32)) != base      # its dtype
+    assert digest(np.ones(3, np.float32), np.ones(3, np.float32), action=2) != base
+    assert digest(np.ones(3, np.float32), np.ones(3, np.float32), reward=0.25) != base

@@ -8,8 +8,10 @@ action space, as it always has.
 
 Every record carries a ``digest`` of its trajectory: SHA-256 over the episode seed, the initial
 observation, and for every step the action, the reward (float64), the terminated and truncated
-flags and the next observation, each encoded with its dtype and shape. `verify` compares digests,
-so a verified episode checks the whole trajectory, not only its return.
+flags and the next observation if the agent acts on it (the final observation is left out: no
+action follows it, and NetHack's shows the high-score list of the games its instance played
+before), each encoded with its dtype and shape. `verify` compares digests, so a verified episode
+checks every observation the agent acted on and every action, not only the return.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ DIGEST_PREFIX = "sha256:"
 
 
 class TrajectoryDigest:
-    """A hash chained over one episode: seed, observations, actions, rewards and end flags."""
+    """A hash chained over one episode: seed, the observations acted on, actions, rewards and end flags."""
 
     def __init__(self, seed: int):
         self._h = hashlib.sha256(b"polar_bench trajectory digest v1\0")
@@ -71,7 +73,8 @@ class TrajectoryDigest:
     def step(self, action: Any, reward: float, terminated: bool, truncated: bool, observation: Any) -> None:
         self._value(action)
         self._h.update(struct.pack("<d??", float(reward), bool(terminated), bool(truncated)))
-        self._value(observation)
+        if not (terminated or truncated):  # the final observation is never acted on
+            self._value(observation)
 
     def hexdigest(self) -> str:
         return DIGEST_PREFIX + self._h.hexdigest()
