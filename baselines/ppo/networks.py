@@ -410,12 +410,11 @@ class Policy:
             raise ValueError("act_each is for discrete actions; continuous ones are computed row by row")
         obs = self.preprocess(batch, update=False)
         dist = self.network.distribution(self.network.actor_body(obs))
-        actions = []
+        actions = dist.logits.argmax(-1).tolist()  # the modes, as `act` takes them
+        probs = dist.probs if any(g is not None for g in generators) else None
         for i, generator in enumerate(generators):
-            if generator is None:
-                actions.append(int(dist.logits[i].argmax()))
-            else:
-                actions.append(int(torch.multinomial(dist.probs[i:i + 1], 1, generator=generator)[0, 0]))
+            if generator is not None and probs is not None:
+                actions[i] = int(torch.multinomial(probs[i:i + 1], 1, generator=generator)[0, 0])
         return np.asarray(actions, np.int64)
 
     @torch.no_grad()
