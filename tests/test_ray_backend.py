@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from polar_bench.cli import main
-from polar_bench.errors import MissingDependencyError
 from polar_bench.results import read_results
 
 ray = pytest.importorskip("ray")

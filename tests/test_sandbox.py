@@ -515,7 +515,7 @@ def test_socket_connect_to_localhost():
         probe.close()
         time.sleep(0.2)
         assert len(listener.accepted) == 1
-        v = violation(f"import socket\ndef act(port):\n    socket.create_connection(('127.0.0.1', port))\n",
+        v = violation("import socket\ndef act(port):\n    socket.create_connection(('127.0.0.1', port))\n",
                       listener.port)
         assert (v.kind, v.reason) == ("import", "refused import 'socket'")
         v = violation(f"def act(port):\n    {REAL_IMPORT}('socket')\n", listener.port)

@@ -27,7 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from polar_bench.errors import PolarBenchError, describe_value
 
@@ -162,7 +163,7 @@ class SandboxedPolicy:
         self.calls = 0
 
     # ------------------------------------------------------------------------- life cycle
-    def __enter__(self) -> "SandboxedPolicy":
+    def __enter__(self) -> SandboxedPolicy:
         if self._proc is None:
             self.start()
         return self
@@ -195,7 +196,7 @@ class SandboxedPolicy:
             text += f"\n[{self._output_dropped} more bytes of output dropped]"
         return text
 
-    def start(self) -> "SandboxedPolicy":
+    def start(self) -> SandboxedPolicy:
         """Start the interpreter and load the program; raise `SandboxViolation` if loading fails."""
         if self._closed:
             raise SandboxError("this SandboxedPolicy was closed; make a new one")
@@ -250,7 +251,7 @@ class SandboxedPolicy:
         self._check_reply(kind, value, loading=True)  # a failure to load is fatal
         return self
 
-    def restart(self) -> "SandboxedPolicy":
+    def restart(self) -> SandboxedPolicy:
         """Stop the current process (if any) and start the program afresh, with fresh state."""
         self._kill()
         self._dead = None
@@ -406,7 +407,7 @@ class SandboxedPolicy:
                 what = "" if phase == "step" else " while starting (loading the program)"
                 self._fail("timeout", f"timeout after {limit:g} s{what}", fatal=True)
             hit = False
-            for rfd, revents in poller.poll(int(left * 1000) + 1):
+            for rfd, _revents in poller.poll(int(left * 1000) + 1):
                 if rfd == fd:
                     hit = True
                 elif not self._drain_output():  # the output pipe closed: stop watching it
@@ -435,6 +436,9 @@ class SandboxedPolicy:
     def _died(self, phase: str) -> None:
         """The child closed its pipe: find out why and raise."""
         proc = self._proc
+        if proc is None:
+            self._fail("protocol", "the sandbox is not running", fatal=True)
+            return
         cpu = 0.0
         give_up = time.monotonic() + 2.0
         while proc.returncode is None:
@@ -450,7 +454,7 @@ class SandboxedPolicy:
                 self._fail("protocol", "the sandbox closed its pipe but did not exit", fatal=True)
             else:
                 time.sleep(0.005)
-        rc = proc.returncode
+        rc = int(proc.returncode or 0)
         if rc < 0:
             sig = -rc
             # RLIMIT_CPU sends SIGXCPU at the soft limit and SIGKILL one second later (the hard one).
