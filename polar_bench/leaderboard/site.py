@@ -18,14 +18,28 @@ import html
 import json
 import math
 import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from .. import __version__, analysis, report
 from ..report import DASH, Table, Value
-from .entries import Entry, load_entries
-from .ranking import (TIE_MARK, VERIFIED_TEXT, Board, RankingOptions, Row, board_json, leaderboard_table,
-                      markdown_table, md_escape, rank_entries, steps_text)
+from .entries import load_entries
+from .ranking import (
+    BELOW_BUDGET_MARK,
+    DEFAULT_OPTIONS,
+    DISAGREE_MARK,
+    TIE_MARK,
+    Board,
+    RankingOptions,
+    Row,
+    board_json,
+    leaderboard_table,
+    markdown_table,
+    md_escape,
+    rank_entries,
+    steps_text,
+)
 
 __all__ = ["build", "render_tables", "SITE_TITLE"]
 
@@ -40,8 +54,8 @@ def e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", str(text)).strip("-") or "x"
+def _slug(text: Any) -> str:
+    return report.slug(str(text), "x")
 
 
 def _link(url: Any, text: Any) -> str:
@@ -54,38 +68,43 @@ def _link(url: Any, text: Any) -> str:
 # Tables
 
 
-def render_tables(leaderboard: str | Path, options: RankingOptions = RankingOptions()) -> list[tuple[Board, Table]]:
+def render_tables(leaderboard: str | Path, options: RankingOptions = DEFAULT_OPTIONS) -> list[tuple[Board, Table]]:
     """The ranked boards of a leaderboard folder and their tables (what ``report`` prints)."""
     boards = rank_entries(load_entries(leaderboard), options)
     return [(b, leaderboard_table(b)) for b in boards]
 
 
 def domain_table(board: Board, domain: str) -> tuple[Table, list[Row]]:
-    """The entries ranked by one domain's IQM, with the per-task normalized scores of that domain."""
-    rows = sorted(board.ranked, key=lambda r: -(_point(r.estimate(domain))))
-    rows += [r for r in board.rows if r.rank is None]
+    """The entries ranked by one domain's IQM (tied entries sharing a rank, as on the main table),
+    with the per-task normalized scores of that domain."""
+    ranking = board.domain_ranking(domain)
+    rows = [r for r, _, _, _ in ranking]
     task_ids = [t.task_id for t in board.rows[0].agent.domain_tasks(domain)] if board.rows else []
-    cells = []
-    for i, r in enumerate(rows):
+    cells: list[list[Any]] = []
+    for r, rank, verdict, _ in ranking:
         per_task = {t["task"]: t for t in analysis.task_rows(r.agent)}
-        cells.append([str(i + 1) if r.rank is not None else DASH, r.label, Value.of(r.estimate(domain)),
-                      *(Value(per_task[t]["mean"], sd=per_task[t]["sd"]) for t in task_ids),
-                      steps_text(r.budget.get(domain, 0))])
+        marks = (f" {TIE_MARK}" if verdict == "tied" else "") + (f" {DISAGREE_MARK}" if verdict == "worse" else "")
+        budget = steps_text(r.budget.get(domain, 0))
+        if domain in r.below_budget:
+            budget += f" {BELOW_BUDGET_MARK}"
+        cells.append([DASH if rank is None else f"{rank}{marks}", r.label, Value.of(r.estimate(domain)),
+                      *(Value(per_task[t]["mean"], sd=per_task[t]["sd"]) for t in task_ids), budget])
     ranked = [i for i, r in enumerate(rows) if r.rank is not None]
     for j in range(2, 3 + len(task_ids)):
-        best = report._mark_best([cells[i][j] for i in ranked], True)
-        for i, v in zip(ranked, best):
+        best = report.mark_best([cells[i][j] for i in ranked], True)
+        for i, v in zip(ranked, best, strict=True):
             cells[i][j] = v
     o = board.options
     table = Table(f"{board.name}-{domain}", f"Domain {domain}",
                   ["Rank", "Agent", f"{domain} IQM", *task_ids, "Budget (steps)"], cells,
-                  notes=[report._interval_note(o.confidence, o.reps),
-                         "Tasks: normalized score, mean ± sd over runs."], digits=o.digits)
+                  notes=[report.interval_note(o.confidence, o.reps, method=o.method),
+                         "Tasks: normalized score, mean ± sd over runs.",
+                         f"{TIE_MARK} tied with the entry above on this domain (the {o.confidence:.0%} interval of "
+                         f"P(above > entry) on its tasks contains 0.5), sharing its rank; {DISAGREE_MARK} the "
+                         "entry above has the higher IQM but the probability of improvement favours this one.",
+                         f"Budget: training steps per run on this domain's tasks; {BELOW_BUDGET_MARK} below the "
+                         "suite's protocol budget."], digits=o.digits)
     return table, rows
-
-
-def _point(est) -> float:
-    return est.point if est is not None and math.isfinite(est.point) else -math.inf
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -145,7 +164,7 @@ def _entry_page(row: Row) -> str:
 def _cell(table: Table, value: Any) -> tuple[str, str]:
     """(escaped text, sort key) of a table cell."""
     if isinstance(value, Value):
-        text = table._plain(value, ("", ""))
+        text = table.plain(value, ("", ""))
         sort = "" if value.point is None or not math.isfinite(value.point) else repr(float(value.point))
         cls = ' class="best"' if value.bold else ""
         return f"<span{cls}>{e(text)}</span>", sort
@@ -159,12 +178,12 @@ def _th(label: str, kind: str, first: str, title: str = "") -> str:
 
 
 def _html_table(table: Table, rows: Sequence[Any], kinds: Sequence[tuple[str, str]], table_id: str,
-                rank_html: Sequence[str], sort_keys: dict[int, Sequence[Any]] | None = None) -> str:
+                rank_html: Sequence[str], sort_keys: Mapping[int, Sequence[Any]] | None = None) -> str:
     """A sortable HTML table of ``table``: every cell escaped, column 0 the rank (``rank_html``), column
     1 the agent linked to its entry page; ``sort_keys`` overrides the sort keys of some columns."""
-    head = "".join(_th(c, kind, first) for c, (kind, first) in zip(table.columns, kinds))
+    head = "".join(_th(c, kind, first) for c, (kind, first) in zip(table.columns, kinds, strict=True))
     body = []
-    for i, (row, cells) in enumerate(zip(rows, table.rows)):
+    for i, (row, cells) in enumerate(zip(rows, table.rows, strict=True)):
         tds = []
         for j, cell in enumerate(cells):
             text, sort = _cell(table, cell)
@@ -185,15 +204,20 @@ def _html_table(table: Table, rows: Sequence[Any], kinds: Sequence[tuple[str, st
             + "".join(f'<p class="note">{e(n)}</p>\n' for n in table.notes))
 
 
-def _rank_html(row: Row, confidence: float) -> str:
-    if row.rank is None:
+def _rank_html(rank: int | None, verdict: str | None, p: Any, confidence: float) -> str:
+    """The rank cell: the rank, ``≈`` when tied with the entry above, ``‡`` when the probability of
+    improvement favours this entry over the one above; the interval in the mark's title."""
+    if rank is None:
         return f'<span title="failed verification">{DASH}</span>'
-    if not row.tied:
-        return str(row.rank)
-    p = row.poi_vs_leader
-    title = (f"statistically tied with the leader: P(leader > this entry) = {p.point:.3f}, "
-             f"{confidence:.0%} interval [{p.low:.3f}, {p.high:.3f}] contains 0.5")
-    return f'{row.rank} <span class="tie" title="{e(title)}">{TIE_MARK}</span>'
+    if verdict not in ("tied", "worse") or p is None:
+        return str(rank)
+    interval = f"P(above > this entry) = {p.point:.3f}, {confidence:.0%} interval [{p.low:.3f}, {p.high:.3f}]"
+    if verdict == "tied":
+        title, cls, mark = f"statistically tied with the entry above: {interval} contains 0.5", "tie", TIE_MARK
+    else:
+        title, cls, mark = (f"the entry above has the higher IQM, but {interval} lies below 0.5", "disagree",
+                            DISAGREE_MARK)
+    return f'{rank} <span class="{cls}" title="{e(title)}">{mark}</span>'
 
 
 def _overall_kinds(board: Board) -> list[tuple[str, str]]:
@@ -207,18 +231,22 @@ def _index_body(boards: Sequence[Board], tables: Sequence[Table], plots: dict) -
         return "<p>No entries yet. See SUBMISSION.md in the repository to submit one.</p>"
     out = ['<p>Agents ranked by the interquartile mean (IQM) of normalized scores over all domains of the '
            'suite, each domain weighted equally, with stratified-bootstrap confidence intervals. '
-           f'Entries marked {TIE_MARK} are statistically tied with the leader. Click a column heading to sort; '
+           f'Every adjacent pair is compared by the probability of improvement: entries marked {TIE_MARK} are '
+           f'statistically tied with the entry above and share its rank; {DISAGREE_MARK} marks an entry that the '
+           f'probability of improvement puts above the entry with the higher IQM; {BELOW_BUDGET_MARK} names the '
+           'domains trained below the protocol budget. Click a column heading to sort; '
            'click an agent for its details. How to submit: <code>SUBMISSION.md</code> in the repository.</p>']
-    for board, table in zip(boards, tables):
+    for board, table in zip(boards, tables, strict=True):
         s = board.suite
         out.append(f'<section><h2>Suite {e(s.get("name"))} {e(s.get("version"))}</h2>')
         out.append(f'<p class="meta">Suite hash <code>{e(s.get("hash"))}</code>; {len(board.rows)} '
                    f'entr{"y" if len(board.rows) == 1 else "ies"}.</p>')
         n = len(board.domains)
-        keys = {4 + n: [r.budget_total for r in board.rows],
+        keys: dict[int, list[Any]] = {4 + n: [r.budget_total for r in board.rows],
                 5 + n: [None if r.llm_tokens is None else float(r.llm_tokens) for r in board.rows]}
         out.append(_html_table(table, board.rows, _overall_kinds(board), board.name,
-                               [_rank_html(r, board.options.confidence) for r in board.rows], keys))
+                               [_rank_html(r.rank, r.verdict, r.poi_vs_above, board.options.confidence)
+                                for r in board.rows], keys))
         for title, src in plots.get(board.name, []):
             out.append(f'<figure><img src="{e(src)}" alt="{e(title)}"><figcaption>{e(title)}</figcaption></figure>')
         out.append("</section>")
@@ -230,8 +258,9 @@ def _domain_body(board: Board, domain: str, plots: dict) -> str:
     n_tasks = len(table.columns) - 4
     kinds = ([("number", "ascending"), ("text", "ascending"), ("number", "descending")]
              + [("number", "descending")] * n_tasks + [("number", "ascending")])
-    ranked = [_DomainRow(r, i + 1 if r.rank is not None else None) for i, r in enumerate(rows)]
-    rank_html = [DASH if r.rank is None else str(r.rank) for r in ranked]
+    ranking = board.domain_ranking(domain)
+    ranked = [_DomainRow(r, rank, verdict == "tied") for r, rank, verdict, _ in ranking]
+    rank_html = [_rank_html(rank, verdict, p, board.options.confidence) for _, rank, verdict, p in ranking]
     keys = {len(table.columns) - 1: [r.budget.get(domain, 0) for r in rows]}
     out = [f'<p>Suite {e(board.suite.get("name"))} {e(board.suite.get("version"))}: the entries ranked by the '
            f'IQM of domain {e(domain)} alone, and their normalized score on each of its tasks.</p>',
@@ -242,10 +271,10 @@ def _domain_body(board: Board, domain: str, plots: dict) -> str:
 
 
 class _DomainRow:
-    """A `Row` seen through a domain page: its rank there, never tied."""
+    """A `Row` seen through a domain page: its rank and tie there."""
 
-    def __init__(self, row: Row, rank: int | None):
-        self.rank, self.tied, self.entry = rank, False, row.entry
+    def __init__(self, row: Row, rank: int | None, tied: bool):
+        self.rank, self.tied, self.entry = rank, tied, row.entry
 
 
 def _entry_body(board: Board, row: Row) -> str:
@@ -257,25 +286,34 @@ def _entry_body(board: Board, row: Row) -> str:
         llm_text = "none" if llm is None else str(llm)
     data = row.entry.results()
     pb = data.get("polar_bench", {})
-    budget = ", ".join(f"{d}: {row.budget.get(d, 0):,}" for d in board.domains) if row.budget else "none (untrained)"
+    if row.budget:
+        budget = f"{row.budget_total:,} per run in all; " + ", ".join(
+            f"{d}: {row.budget.get(d, 0):,}{' (below the protocol budget)' if d in row.below_budget else ''}"
+            for d in board.domains)
+    else:
+        budget = "none (untrained)"
+    verdicts = {"tied": " (statistically tied with the entry above)",
+                "worse": " (the probability of improvement puts it above the entry with the higher IQM)"}
     items = [
-        ("Rank", DASH if row.rank is None else f"{row.rank}{' (statistically tied with the leader)' if row.tied else ''}"),
+        ("Rank", DASH if row.rank is None else f"{row.rank}{verdicts.get(str(row.verdict), '')}"),
         ("Authors", ", ".join(str(x) for x in info.get("authors") or [])),
         ("License", info.get("license", "")),
         ("LLM", llm_text),
         ("Training budget (environment steps)", budget),
         ("Runs", a.runs), ("Episodes", len(data.get("episodes", []))),
         ("Suite", f"{board.suite.get('name')} {board.suite.get('version')} ({board.suite.get('hash')})"),
-        ("polar_bench", f"{pb.get('version')} (commit {pb.get('git_commit')}{', modified' if pb.get('git_dirty') else ''})"),
+        ("polar_bench",
+         f"{pb.get('version')} (commit {pb.get('git_commit')}{', modified' if pb.get('git_dirty') else ''})"),
         ("Agent file SHA-256", data.get("agent", {}).get("sha256", "")),
         ("Submitted", row.entry.submitted), ("Entry", row.entry.id),
-        ("Verification", VERIFIED_TEXT[row.verification]),
+        ("Verification", row.check.text + (f": {row.check.detail}" if row.verification == "not_verifiable"
+                                           and row.check.detail else "")),
     ]
-    if row.poi_vs_leader is not None:
-        p = row.poi_vs_leader
-        items.append(("P(leader > this entry)",
-                      f"{p.point:.3f} [{p.low:.3f}, {p.high:.3f}] ({o.confidence:.0%} interval, "
-                      f"{o.poi_reps:,} replicates)"))
+    if row.poi_vs_above is not None:
+        p = row.poi_vs_above
+        items.append((f"P({row.above} > this entry)",
+                      f"{p.point:.3f} [{p.low:.3f}, {p.high:.3f}] ({o.confidence:.0%} {o.method} interval, "
+                      f"{o.poi_reps:,} replicates): {row.verdict}"))
     if info.get("description"):
         items.insert(1, ("Description", info["description"]))
     dl = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in items)
@@ -289,24 +327,27 @@ def _entry_body(board: Board, row: Row) -> str:
                   [[s.scope, Value.of(s.estimates["iqm"])] for s in scopes], digits=o.digits)
         out.append('<table class="plain"><caption>IQM of normalized scores by domain</caption><thead><tr>'
                    '<th scope="col">Domain</th><th scope="col">IQM [95 % interval]</th></tr></thead><tbody>'
-                   + "".join(f"<tr><td>{e(r[0])}</td><td>{e(t._plain(r[1]))}</td></tr>" for r in t.rows)
+                   + "".join(f"<tr><td>{e(r[0])}</td><td>{e(t.plain(r[1]))}</td></tr>" for r in t.rows)
                    + "</tbody></table>")
     runs = row.entry.verifications()
     if runs:
-        items = []
+        lines = []
         for v in runs:
+            if v.get("status") == "not_verifiable":
+                lines.append(f"<li>{e(v.get('date'))}: not verifiable — {e(v.get('reason') or 'no reason given')}</li>")
+                continue
             how = "exactly" if v.get("mode") == "exact" else f"within {v.get('tolerance')} (normalized score)"
-            items.append(f"<li>{e(v.get('date'))}: {e(v.get('matched'))} of {e(v.get('sample'))} sampled episodes "
+            lines.append(f"<li>{e(v.get('date'))}: {e(v.get('matched'))} of {e(v.get('sample'))} sampled episodes "
                          f"reproduced {e(how)} (sample seed {e(v.get('seed'))}) — "
                          f"{'passed' if v.get('passed') else 'FAILED'}</li>")
-        out.append("<h2>Verification</h2><ul>" + "".join(items) + "</ul>")
+        out.append("<h2>Verification</h2><ul>" + "".join(lines) + "</ul>")
     rows = analysis.task_rows(a)
     tt = Table("tasks", "Per-task scores", ["Task", "Domain", "Mean return", "Normalized score"],
                [[r["task"], r["domain"], Value(r["mean_return"]), Value(r["mean"], sd=r["sd"])] for r in rows],
                digits=o.digits)
     out.append('<table class="plain"><caption>Per-task scores (normalized: mean ± sd over runs)</caption><thead><tr>'
                + "".join(f'<th scope="col">{e(c)}</th>' for c in tt.columns) + "</tr></thead><tbody>"
-               + "".join("<tr>" + "".join(f"<td>{e(tt._plain(c))}</td>" for c in r) + "</tr>" for r in tt.rows)
+               + "".join("<tr>" + "".join(f"<td>{e(tt.plain(c))}</td>" for c in r) + "</tr>" for r in tt.rows)
                + "</tbody></table>")
     return "\n".join(out)
 
@@ -321,7 +362,7 @@ def _save_png(fig, path: Path) -> None:
 
 
 def _plots(boards: Sequence[Board], folder: Path) -> dict[str, list[tuple[str, str]]]:
-    report._matplotlib()
+    report.require_matplotlib()
     out: dict[str, list[tuple[str, str]]] = {}
     for b in boards:
         if not b.rows:
@@ -344,13 +385,13 @@ def _plots(boards: Sequence[Board], folder: Path) -> dict[str, list[tuple[str, s
             _save_png(ax.figure, folder / f"{name}-profiles.png")
             items.append(("Performance profiles (score distributions over all runs and tasks)",
                           f"plots/{name}-profiles.png"))
-        pairs = [(rows[0].label, r.label, r.poi_vs_leader) for r in rows[1:] if r.poi_vs_leader is not None]
+        pairs = [(str(r.above), r.label, r.poi_vs_above) for r in rows[1:] if r.poi_vs_above is not None]
         if pairs:
             ax = report.plot_probability_of_improvement(pairs, colors={f"P({x} > {y})": colors[y]
                                                                        for x, y, _ in pairs})
             _save_png(ax.figure, folder / f"{name}-improvement.png")
-            items.append(("Probability that the leader improves on each entry (tied when the interval "
-                          "contains 0.5)", f"plots/{name}-improvement.png"))
+            items.append(("Probability that each entry improves on the one ranked below it (tied when the "
+                          "interval contains 0.5)", f"plots/{name}-improvement.png"))
         ax = report.plot_task_scores([r.agent for r in rows], colors=colors)
         _save_png(ax.figure, folder / f"{name}-tasks.png")
         items.append(("Per-task normalized scores", f"plots/{name}-tasks.png"))
@@ -369,17 +410,6 @@ def _plots(boards: Sequence[Board], folder: Path) -> dict[str, list[tuple[str, s
 # README and build
 
 
-def _verification_text(entry: Entry) -> str:
-    runs = entry.verifications()
-    if not runs:
-        return "not verified"
-    parts = []
-    for v in runs:
-        how = "exactly" if v.get("mode") == "exact" else f"within {v.get('tolerance')}"
-        parts.append(f"{v.get('matched')}/{v.get('sample')} reproduced {how} ({str(v.get('date'))[:10]})")
-    return "; ".join(parts)
-
-
 def _readme(boards: Sequence[Board], tables: Sequence[Table]) -> str:
     out = ["# polar_bench leaderboard", "",
            "Generated by `python -m polar_bench leaderboard build` from the entries in [`entries/`](entries/); "
@@ -389,7 +419,7 @@ def _readme(boards: Sequence[Board], tables: Sequence[Table]) -> str:
            "from the network).", ""]
     if not boards:
         out += ["No entries yet.", ""]
-    for board, table in zip(boards, tables):
+    for board, table in zip(boards, tables, strict=True):
         s = board.suite
         out += [f"## Suite {md_escape(str(s.get('name')))} {md_escape(str(s.get('version')))}", "",
                 markdown_table(table).rstrip("\n"), "", "Entries:", ""]
@@ -397,7 +427,7 @@ def _readme(boards: Sequence[Board], tables: Sequence[Table]) -> str:
             info = r.info
             authors = ", ".join(str(x) for x in info.get("authors") or [])
             out.append(f"- `{r.entry.id}` {md_escape(r.label)} by {md_escape(authors)}: "
-                       f"[results](entries/{r.entry.id}/results.json); {md_escape(_verification_text(r.entry))}")
+                       f"[results](entries/{r.entry.id}/results.json); verification: {md_escape(r.check.text)}")
         out.append("")
     return "\n".join(out).rstrip("\n") + "\n"
 
@@ -408,14 +438,14 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def build(leaderboard: str | Path, options: RankingOptions = RankingOptions(), *, plots: bool = True) -> list[Path]:
+def build(leaderboard: str | Path, options: RankingOptions = DEFAULT_OPTIONS, *, plots: bool = True) -> list[Path]:
     """Write README.md, leaderboard-<suite>.{md,tex,csv}, leaderboard.json and site/; return the paths."""
     root = Path(leaderboard)
     pairs = render_tables(root, options)
     boards = [b for b, _ in pairs]
     tables = [t for _, t in pairs]
     written = []
-    for board, table in pairs:
+    for _, table in pairs:
         written.append(_write(root / f"{table.name}.md", markdown_table(table)))
         written.append(_write(root / f"{table.name}.tex", table.to_latex()))
         written.append(_write(root / f"{table.name}.csv", table.to_csv()))
@@ -477,7 +507,7 @@ th[aria-sort="descending"] button::after { content: " \\25BC"; font-size: 0.7em;
 tr.tied td { background: var(--tied); }
 tr.failed td { background: var(--failed); color: var(--muted); }
 .best { font-weight: 700; color: var(--best); }
-.tie { font-weight: 700; cursor: help; }
+.tie, .disagree { font-weight: 700; cursor: help; }
 figure { margin: 1.2rem 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid var(--line); }
 figcaption { color: var(--muted); font-size: 0.85rem; }
