@@ -83,6 +83,7 @@ __all__ = [
     "bca_interval",
     "INTERVAL_METHODS",
     "matrix_metric",
+    "RunCounts",
 ]
 
 AGGREGATE_REPS = 50_000
@@ -309,6 +310,56 @@ def _median_batch(block: np.ndarray) -> np.ndarray:
     return np.median(np.mean(block, axis=1), axis=1)
 
 
+class RunCounts:
+    """Replicates of a ``(runs, tasks)`` matrix given by how often each run of each task was drawn,
+    not by the resampled values: ``counts`` has shape ``(tasks, runs, replicates)`` (replicates last,
+    so that sums over cells run along contiguous rows) and sums to ``runs`` over its second axis;
+    ``values`` is the ``(runs, tasks)`` matrix the runs are drawn from.
+
+    Metrics with a ``counts`` function compute from this without gathering the resampled values
+    (the IQM without a partition of every replicate), which is what makes the built-in metrics fast.
+    """
+
+    def __init__(self, counts: np.ndarray, values: np.ndarray):
+        self.counts = counts
+        self.values = values
+        self.runs, self.tasks = values.shape
+        self._task_means: np.ndarray | None = None
+
+    @property
+    def task_means(self) -> np.ndarray:
+        """The mean over resampled runs of every task: ``(replicates, tasks)``."""
+        if self._task_means is None:
+            self._task_means = np.einsum("trn,tr->nt", self.counts, self.values.T) / self.runs
+        return self._task_means
+
+    def weighted_sum(self, cell_values: np.ndarray) -> np.ndarray:
+        """``Σ count × value`` over every (task, run) cell, for ``cell_values`` of shape ``(runs, tasks)``."""
+        return np.einsum("trn,tr->n", self.counts, cell_values.T)
+
+
+def _iqm_counts(rc: RunCounts) -> np.ndarray:
+    """The IQM of every replicate: the mean of sorted positions ``low .. high - 1`` of its
+    ``runs × tasks`` resampled scores, from the cells' counts in sorted order of their values."""
+    vals = rc.values.T.ravel()  # cell t * runs + r holds values[r, t], as counts.reshape(-1, n) orders them
+    order = np.argsort(vals, kind="stable")
+    counts = rc.counts.reshape(vals.size, -1)[order]  # (cells in sorted order, replicates)
+    end = np.cumsum(counts, axis=0)
+    low, high = _trim_bounds(vals.size)
+    inside = np.minimum(end, high)
+    inside -= np.maximum(end - counts, low)
+    np.maximum(inside, 0, out=inside)
+    return vals[order] @ inside / (high - low)
+
+
+def _mean_counts(rc: RunCounts) -> np.ndarray:
+    return np.mean(rc.task_means, axis=1)
+
+
+def _median_counts(rc: RunCounts) -> np.ndarray:
+    return np.median(rc.task_means, axis=1)
+
+
 @dataclass(frozen=True)
 class Metric:
     """An aggregate metric that the bootstrap can evaluate on many replicates at once.
@@ -316,6 +367,8 @@ class Metric:
     ``batch`` maps a block of resampled matrices, shape ``(replicates, runs, tasks)``, to shape
     ``(replicates,)`` (or ``(replicates, k)`` for a vector-valued metric). ``point``, when given, computes
     the point estimate from one ``(runs, tasks)`` matrix (otherwise ``batch(x[None])[0]`` is used).
+    ``counts``, when given, computes the same as ``batch`` from a `RunCounts` (the faster path, used
+    for resampled runs without task bootstrap).
     """
 
     name: str
@@ -323,6 +376,7 @@ class Metric:
     batch: Callable[[np.ndarray], np.ndarray]
     point: Callable[[np.ndarray], Any] | None = None
     higher_is_better: bool = True
+    counts: Callable[[RunCounts], np.ndarray] | None = None
 
     def estimate(self, x: np.ndarray) -> np.ndarray:
         if self.point is not None:
@@ -337,15 +391,18 @@ def optimality_gap_metric(gamma: float = 1.0) -> Metric:
     def batch(block: np.ndarray) -> np.ndarray:
         return gamma - np.mean(np.minimum(block, gamma).reshape(block.shape[0], -1), axis=1)
 
+    def from_counts(rc: RunCounts) -> np.ndarray:
+        return gamma - rc.weighted_sum(np.minimum(rc.values, gamma)) / rc.values.size
+
     label = "Optimality gap" if gamma == 1.0 else f"Optimality gap (γ={gamma:g})"
     return Metric("optimality_gap", label, batch, lambda x: optimality_gap(x, gamma),
-                  higher_is_better=False)
+                  higher_is_better=False, counts=from_counts)
 
 
 METRICS: dict[str, Metric] = {
-    "iqm": Metric("iqm", "IQM", _iqm_batch, iqm),
-    "mean": Metric("mean", "Mean", _mean_batch, mean),
-    "median": Metric("median", "Median", _median_batch, median),
+    "iqm": Metric("iqm", "IQM", _iqm_batch, iqm, counts=_iqm_counts),
+    "mean": Metric("mean", "Mean", _mean_batch, mean, counts=_mean_counts),
+    "median": Metric("median", "Median", _median_batch, median, counts=_median_counts),
     "optimality_gap": optimality_gap_metric(1.0),
 }
 """The built-in aggregate metrics by name."""
@@ -494,6 +551,13 @@ class _Runs:
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         runs, tasks = self.indices(rng, n)
         return self.pool[runs, tasks]
+
+    def run_counts(self, rng: np.random.Generator, n: int) -> RunCounts:
+        """The draws of `sample` (without task bootstrap) as counts per (replicate, task, run)."""
+        runs, _ = self.indices(rng, n)
+        flat = (np.arange(self.tasks) * self.runs + runs) * n + np.arange(n)[:, None, None]
+        counts = np.bincount(flat.ravel(), minlength=n * self.tasks * self.runs)
+        return RunCounts(counts.reshape(self.tasks, self.runs, n).astype(np.float64), self.pool)
 
 
 class _Episodes:
@@ -697,9 +761,15 @@ def _bootstrap_aggregate(groups: list[tuple[str, Any]], metrics: list[Metric], r
     rngs = _generators(seed, len(sources))
     size = _chunk_size(max(s.size for s in sources), reps)
     values = None
+    by_counts = not task_bootstrap and all(m.counts is not None for m in metrics)
     for start, n in _chunks(reps, size):
         outs = []
         for source, rng in zip(sources, rngs, strict=True):  # each source draws from its own generator
+            if by_counts and isinstance(source, _Runs):
+                rc = source.run_counts(rng, n)  # the same draws as sample(), counted instead of gathered
+                outs.append(np.concatenate([np.asarray(m.counts(rc), dtype=np.float64).reshape(n, -1)
+                                            for m in metrics if m.counts is not None], axis=1))
+                continue
             block = source.sample(rng, n)  # every metric on the same replicates
             outs.append(np.concatenate([np.asarray(m.batch(block), dtype=np.float64).reshape(n, -1)
                                         for m in metrics], axis=1))
