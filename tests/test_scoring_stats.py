@@ -226,3 +226,14 @@ def test_protocol_budgets_of_suite_v1():
                        "babyai": 1_000_000}
     assert protocol_budgets({"name": "v1", "hash": "sha256:other"}) == {}
     assert len({TIE_MARK, DISAGREE_MARK, BELOW_BUDGET_MARK}) == 3
+
+
+def test_site_pages_come_from_templates_with_autoescaping():
+    from polar_bench.leaderboard import site
+
+    env = site._environment()  # noqa: SLF001  # the module's own environment, checked directly
+    assert env.autoescape("index.html") is True
+    assert env.from_string("{{ x }}").render(x="<script>") == "&lt;script&gt;"  # strings too (the default)
+    page = env.get_template("macros.html").module.cell({"value": False, "text": "<img src=x onerror=1>"})
+    assert str(page) == "&lt;img src=x onerror=1&gt;"
+    assert {p.name for p in site.STATIC.iterdir()} == {"leaderboard.css", "leaderboard.js"}
