@@ -170,8 +170,8 @@ def _sortable(table: Table, rows: Sequence[Any], kinds: Sequence[tuple[str, str]
         for j, value in enumerate(cells):
             c = _cell(table, value)
             c["href"] = _entry_page(row) if j == 1 else ""
-            if j == 0:
-                c.update(rank=ranks[i], sort="" if row.rank is None else str(row.rank))
+            if j == 0:  # sorted by position: entries sharing a rank keep their order
+                c.update(rank=ranks[i], sort="" if row.rank is None else str(i))
             if sort_keys and j in sort_keys:
                 key = sort_keys[j][i]
                 c["sort"] = "" if key is None else repr(key)
