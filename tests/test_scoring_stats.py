@@ -129,6 +129,15 @@ def test_score_warns_with_the_measured_coverage_below_five_runs(tmp_path, capsys
     assert code == 0 and "warning" not in err
 
 
+def test_compare_warns_with_the_coverage_of_the_smallest_run_count(tmp_path, capsys):
+    a = write_results(tmp_path / "a.json", make_results("a", two_domains(0, 10.0, runs=3), domains=DOMAINS))
+    b = write_results(tmp_path / "b.json", make_results("b", two_domains(1, runs=5), domains=DOMAINS))
+    code, _, err = run(["compare", a, b, "--reps", "50", "--poi-reps", "20", "--interval", "bca"], capsys)
+    want = f"warning: 3 runs: nominal 95% bca intervals covered the true overall IQM in " \
+           f"{scoring.MEASURED_COVERAGE['bca'][3]:.1%}"
+    assert code == 0 and want in err and "--interval rescaled measured 92.8%" in err
+
+
 PATHOLOGICAL = {
     "deep": "[" * 100_000 + "]" * 100_000,
     "deep_but_parseable": '{"a": ' + "[" * (MAX_JSON_DEPTH + 5) + "]" * (MAX_JSON_DEPTH + 5) + "}",
@@ -215,6 +224,16 @@ def test_budget_per_task_and_below_protocol_marks(tmp_path):
     _, per_domain = _budget({"training_steps": {"classic": 1000, "control": 7}}, agent)
     assert per_domain == {"classic": 3000, "control": 14}  # a per-domain figure counts for every task
     assert _below_budget(agent, {}, {"classic": 200}) == ()  # untrained: no claim, no mark
+
+
+def test_the_leaderboard_says_no_method_reaches_93_percent_at_3_runs():
+    from polar_bench.leaderboard.ranking import coverage_note
+
+    note = coverage_note(3, "rescaled")
+    assert note is not None and "92.8% of the time" in note
+    assert "no interval method we measured reaches 93 % at 3 runs (the best, rescaled, 92.8%)" in note
+    assert "the next suite asks for at least 5 runs" in note
+    assert coverage_note(5, "rescaled") is None and coverage_note(1, "rescaled") is None
 
 
 def test_protocol_budgets_of_suite_v1():

@@ -55,10 +55,6 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
 _HTTP_URL = re.compile(r"^https?://[^\s<>\"'`]+$")
 
 
-def _slug(text: Any) -> str:
-    return report.slug(str(text), "x")
-
-
 
 # ---------------------------------------------------------------------------------------------------
 # Tables
@@ -128,7 +124,7 @@ def _nav(boards: Sequence[Board], current: str) -> list[dict]:
 
 
 def _domain_page(board: Board, domain: str) -> str:
-    return f"{_slug(board.suite.get('name'))}-{_slug(domain)}.html"
+    return f"{report.slug(str(board.suite.get('name')))}-{report.slug(domain)}.html"
 
 
 def _entry_page(row: Row) -> str:
@@ -232,7 +228,7 @@ def _domain_page_html(boards: Sequence[Board], board: Board, domain: str, plots:
     keys = {len(table.columns) - 1: [r.budget.get(domain, 0) for r in rows]}
     return _render("domain.html", f"Domain {domain}", _nav(boards, _domain_page(board, domain)),
                    suite=f"{board.suite.get('name')} {board.suite.get('version')}", domain=domain,
-                   table=_sortable(table, shown, kinds, f"{board.name}-{_slug(domain)}", ranks, keys),
+                   table=_sortable(table, shown, kinds, f"{board.name}-{report.slug(domain)}", ranks, keys),
                    figures_=_figures(plots, f"{board.name}-{domain}"))
 
 
@@ -353,8 +349,8 @@ def _plots(boards: Sequence[Board], folder: Path) -> dict[str, list[tuple[str, s
             ax = report.plot_intervals(est, colors=colors, xlabel="IQM of normalized scores",
                                        title=f"Domain {d}: IQM with {conf:.0%} intervals")
             ax.figure.set_size_inches(6.5, ax.figure.get_size_inches()[1])
-            _save_png(ax.figure, folder / f"{name}-{_slug(d)}.png")
-            out[f"{name}-{d}"] = [(f"IQM of domain {d}", f"plots/{name}-{_slug(d)}.png")]
+            _save_png(ax.figure, folder / f"{name}-{report.slug(d)}.png")
+            out[f"{name}-{d}"] = [(f"IQM of domain {d}", f"plots/{name}-{report.slug(d)}.png")]
     return out
 
 
