@@ -102,7 +102,7 @@ def false_not_tied(tasks: dict, runs: int, experiments: int, reps: int, methods:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--runs", type=int, nargs="+", default=[3, 5, 10])
+    p.add_argument("--runs", type=int, nargs="+", default=[2, 3, 4, 5, 10])
     p.add_argument("--experiments", type=int, default=500)
     p.add_argument("--reps", type=int, default=2000, help="bootstrap replicates per interval")
     p.add_argument("--methods", nargs="+", default=list(scoring.INTERVAL_METHODS),

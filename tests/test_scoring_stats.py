@@ -178,6 +178,20 @@ def test_verdicts_come_from_the_whole_interval():
     assert verdict_of(None) is None
 
 
+def test_rank_and_budget_cells_carry_their_marks():
+    from polar_bench.leaderboard.ranking import Row, budget_text, rank_text
+
+    def row(**kw):
+        return Row(entry=None, agent=None, info={}, scopes=[], **kw)  # only the cells are read
+
+    assert rank_text(row(rank=2, tied=True, verdict="tied")) == f"2 {TIE_MARK}"
+    assert rank_text(row(rank=2, verdict="worse")) == f"2 {DISAGREE_MARK}"  # the IQM-vs-P(improvement) flag
+    assert rank_text(row(rank=3, verdict="better")) == "3"
+    assert rank_text(row()) == "—"
+    assert budget_text(row(budget={"a": 3_000_000, "b": 30_000}, below_budget=("b",))) == \
+        f"3.03M {BELOW_BUDGET_MARK} b"
+
+
 def test_tied_entries_share_a_rank_along_chains():
     assert share_ranks([0.9, 0.8, 0.7, 0.6], [False, True, True, False]) == [1, 1, 1, 4]
     assert share_ranks([0.9, 0.8, 0.8, 0.5], [False, False, False, False]) == [1, 2, 2, 4]
