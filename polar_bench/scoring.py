@@ -696,10 +696,11 @@ def _jackknife_runs(sources: Sequence[Any], metrics: Sequence[Metric]) -> np.nda
     return np.array(out)
 
 
-def _interval(method: str, values: np.ndarray, points: np.ndarray, jackknife: np.ndarray | None,
-              confidence: float) -> np.ndarray:
+def _interval(method: str, values: np.ndarray, points: np.ndarray,
+              jackknife: Callable[[], np.ndarray | None], confidence: float) -> np.ndarray:
+    """The interval of ``method``; ``jackknife`` (computed only for BCa) gives the leave-one-run-out values."""
     if method == "bca":
-        return bca_interval(values, points, jackknife, confidence)
+        return bca_interval(values, points, jackknife(), confidence)
     return percentile_interval(values, confidence)
 
 
@@ -779,7 +780,7 @@ def _bootstrap_aggregate(groups: list[tuple[str, Any]], metrics: list[Metric], r
         if values is None:
             values = np.empty((reps, total.shape[1]))
         values[start:start + n] = total / len(sources)
-    return points, values, _resampled_label(sources), _jackknife_runs(sources, metrics)
+    return points, values, _resampled_label(sources), lambda: _jackknife_runs(sources, metrics)
 
 
 def _poi_batch_runs(a: _Runs, b: _Runs, comparisons: np.ndarray, rng_a, rng_b, n: int) -> np.ndarray:
@@ -836,7 +837,7 @@ def _bootstrap_poi(groups: list[tuple[str, Any]], reps: int, seed: SeedLike, tas
                 values[start:start + n] += _poi_batch_values(a.sample(rng_a, n), b.sample(rng_b, n))
     values /= len(pairs)
     label = _resampled_label([s for pair in pairs for s in pair])
-    return np.array([points]), values[:, None], label, _jackknife_poi(pairs)
+    return np.array([points]), values[:, None], label, lambda: _jackknife_poi(pairs)
 
 
 def _jackknife_poi(pairs: Sequence[tuple[Any, Any]]) -> np.ndarray | None:
