@@ -205,8 +205,9 @@ def test_identical_agents_are_called_not_tied_at_most_five_percent_of_the_time()
     assert spec is not None and spec.loader is not None
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    rate = bench.false_not_tied(bench.make_tasks(), 3, 60, 500, ("rescaled",), seed=7)["rescaled"]
-    assert rate <= 0.05 + 0.05  # 60 experiments: a loose bound here; the 500-experiment figure is in the docs
+    rates = bench.false_not_tied(bench.make_tasks(), 3, 300, 500, ("rescaled", "percentile"), seed=7)
+    assert rates["rescaled"] <= 0.05  # the leaderboard's method (docs/scoring.md: 2.8% on 500 experiments)
+    assert rates["percentile"] > 0.05  # rliable's interval would break the promise at 3 runs (8.8% there)
 
 
 def _records(**latest):
