@@ -31,9 +31,10 @@ from __future__ import annotations
 import math
 import os
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -178,7 +179,7 @@ class AgentScores:
         return [d for d in self.domains if not all(t.complete for t in self.domain_tasks(d))]
 
     def status_counts(self) -> dict[str, int]:
-        total = Counter()
+        total: Counter[str] = Counter()
         for t in self.tasks:
             total.update(t.counts)
         return {k: int(total[k]) for k in (*STATUSES, "missing")}
@@ -264,8 +265,8 @@ def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] |
     data, path = _load(source)
     where = _where(path)
     suite = _field(data, "suite", Mapping, where)
-    agent = data.get("agent") if isinstance(data.get("agent"), Mapping) else {}
-    config = data.get("config") if isinstance(data.get("config"), Mapping) else {}
+    agent: Mapping[str, Any] = data["agent"] if isinstance(data.get("agent"), Mapping) else {}
+    config: Mapping[str, Any] = data["config"] if isinstance(data.get("config"), Mapping) else {}
     specs = _field(suite, "tasks", list, f"{where}: suite")
     episodes = _field(data, "episodes", list, where)
     if not specs:
@@ -365,6 +366,7 @@ def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] |
         tasks.append(TaskScores(tid, domain, low, high, expected, run_scores, tuple(per_run),
                                 float(np.mean(returns)) if returns else math.nan, dict(counts)))
 
+    subset = domains is not None  # before `domains` names the domains present
     domains = tuple(dict.fromkeys(t.domain for t in tasks))
     name = str(agent.get("name") or (agent.get("info") or {}).get("name") or
                (Path(path).stem if path else "agent"))
@@ -373,7 +375,7 @@ def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] |
         suite={k: suite.get(k) for k in ("name", "version", "hash")},
         training_steps=_training_steps(agent.get("info")),
         comparable=bool(data.get("comparable", True)),
-        standard=bool(data.get("standard", True)) and domains is None,
+        standard=bool(data.get("standard", True)) and not subset,
         failures=tuple(failures), llm=_llm_usage(episodes), timing=_timing(episodes))
 
 
@@ -525,8 +527,10 @@ def _overall_entries(agent: AgentScores, entries: list[DomainEntry], allow_incom
 
 def aggregate(agent: AgentScores, metrics: Sequence[str] = DEFAULT_METRICS, *, gamma: float = 1.0,
               reps: int = scoring.AGGREGATE_REPS, seed: int = 0, confidence: float = 0.95,
-              allow_incomplete: bool = False, task_bootstrap: bool = False) -> list[ScopeEstimates]:
-    """Per-domain and overall (equal domain weights) estimates of ``metrics`` for one agent."""
+              allow_incomplete: bool = False, task_bootstrap: bool = False,
+              method: str = "percentile") -> list[ScopeEstimates]:
+    """Per-domain and overall (equal domain weights) estimates of ``metrics`` for one agent, with
+    intervals of ``method`` (`scoring.INTERVAL_METHODS`)."""
     ms = _metrics(metrics, gamma)
     names = [m.name for m in ms]
     entries = [agent.domain_entry(d, allow_incomplete) for d in agent.domains]
@@ -536,7 +540,7 @@ def aggregate(agent: AgentScores, metrics: Sequence[str] = DEFAULT_METRICS, *, g
             out.append(ScopeEstimates(e.domain, len(e.task_ids), e.complete, {}, None, e.note))
             continue
         r = scoring.interval_estimates({e.domain: e.scores}, ms, reps, seed, confidence,
-                                       task_bootstrap=task_bootstrap)
+                                       task_bootstrap=task_bootstrap, method=method)
         out.append(ScopeEstimates(e.domain, len(e.task_ids), e.complete, _estimates(r, e.domain, names),
                                   r.resampled[e.domain], e.note))
     usable, note = _overall_entries(agent, entries, allow_incomplete)
@@ -549,16 +553,18 @@ def aggregate(agent: AgentScores, metrics: Sequence[str] = DEFAULT_METRICS, *, g
         out.append(ScopeEstimates(OVERALL, only.tasks, complete, only.estimates, only.resampled, note))
         return out
     r = scoring.interval_estimates({OVERALL: {e.domain: e.scores for e in usable}}, ms, reps, seed,
-                                   confidence, task_bootstrap=task_bootstrap)
+                                   confidence, task_bootstrap=task_bootstrap, method=method)
     out.append(ScopeEstimates(OVERALL, sum(len(e.task_ids) for e in usable), complete,
                               _estimates(r, OVERALL, names), r.resampled[OVERALL], note))
     return out
 
 
 def improvement(x: AgentScores, y: AgentScores, *, reps: int = scoring.PROFILE_REPS, seed: int = 0,
-                confidence: float = 0.95, allow_incomplete: bool = False) -> list[ScopeEstimates]:
+                confidence: float = 0.95, allow_incomplete: bool = False,
+                method: str = "percentile") -> list[ScopeEstimates]:
     """Probability of improvement of ``x`` over ``y``, per domain and overall (equal domain weights),
-    on the tasks that both can score. The metric key is ``"probability_of_improvement"``."""
+    on the tasks that both can score, with intervals of ``method``. The metric key is
+    ``"probability_of_improvement"``."""
     check_same_tasks([x, y])
     key = "probability_of_improvement"
     out, usable, blocked = [], {}, []
@@ -578,7 +584,7 @@ def improvement(x: AgentScores, y: AgentScores, *, reps: int = scoring.PROFILE_R
             out.append(ScopeEstimates(d, 0, complete, {}, None, "no task that both can score"))
             continue
         note = "; ".join(dict.fromkeys(n for n in (ex.note, ey.note) if n))
-        r = scoring.interval_estimates({d: (ex.scores, ey.scores)}, key, reps, seed, confidence)
+        r = scoring.interval_estimates({d: (ex.scores, ey.scores)}, key, reps, seed, confidence, method=method)
         out.append(ScopeEstimates(d, len(common), complete, _estimates(r, d, [key]), r.resampled[d], note))
         usable[d] = (ex.scores, ey.scores)
     complete = all(s.complete for s in out)
@@ -594,7 +600,7 @@ def improvement(x: AgentScores, y: AgentScores, *, reps: int = scoring.PROFILE_R
             only = next(s for s in out if s.scope in usable)
             out.append(ScopeEstimates(OVERALL, only.tasks, complete, only.estimates, only.resampled, note))
         else:
-            r = scoring.interval_estimates({OVERALL: usable}, key, reps, seed, confidence)
+            r = scoring.interval_estimates({OVERALL: usable}, key, reps, seed, confidence, method=method)
             out.append(ScopeEstimates(OVERALL, sum(s.tasks for s in out), complete,
                                       _estimates(r, OVERALL, [key]), r.resampled[OVERALL], note))
     return out
@@ -620,7 +626,8 @@ def profiles(agents: Sequence[AgentScores], tau: Any = None, kind: str = "runs",
 
 def sample_efficiency(agents: Sequence[AgentScores], metric: str = "iqm", *, gamma: float = 1.0,
                       reps: int = scoring.AGGREGATE_REPS, seed: int = 0, confidence: float = 0.95,
-                      allow_incomplete: bool = False) -> dict[str, list[tuple[int, Estimate]]]:
+                      allow_incomplete: bool = False,
+                      method: str = "percentile") -> dict[str, list[tuple[int, Estimate]]]:
     """For every agent name evaluated at two or more distinct training budgets, the overall
     ``metric`` at each budget, in increasing order of training steps."""
     by_name: dict[str, list[AgentScores]] = defaultdict(list)
@@ -632,11 +639,11 @@ def sample_efficiency(agents: Sequence[AgentScores], metric: str = "iqm", *, gam
         if len({a.training_steps for a in group}) < 2:
             continue
         points = []
-        for a in sorted(group, key=lambda a: a.training_steps):
+        for a in sorted(group, key=lambda a: a.training_steps or 0):  # (every one has steps: see above)
             overall = aggregate(a, [metric], gamma=gamma, reps=reps, seed=seed, confidence=confidence,
-                                allow_incomplete=allow_incomplete)[-1]
+                                allow_incomplete=allow_incomplete, method=method)[-1]
             if metric in overall.estimates:
-                points.append((int(a.training_steps), overall.estimates[metric]))
+                points.append((int(a.training_steps or 0), overall.estimates[metric]))
         if len(points) >= 2:
             out[name] = points
     return out
@@ -652,8 +659,9 @@ def final_budget(agents: Sequence[AgentScores]) -> list[AgentScores]:
     for a in agents:
         group = by_name[a.name]
         steps = [g.training_steps for g in group]
-        if len(group) > 1 and None not in steps and len(set(steps)) == len(steps):
-            if a.training_steps == max(steps):
+        known = [s for s in steps if s is not None]
+        if len(group) > 1 and len(known) == len(steps) and len(set(known)) == len(known):
+            if a.training_steps == max(known):
                 out.append(_relabel(a, a.name))
         else:
             out.append(a)
@@ -680,8 +688,8 @@ def task_rows(agent: AgentScores) -> list[dict]:
 
 def error_summary(agent: AgentScores, limit: int = 5) -> dict:
     """Counts of failed and missing episodes, by status and by task, and the most common messages."""
-    by_task = defaultdict(Counter)
-    messages = Counter()
+    by_task: defaultdict[str, Counter[str]] = defaultdict(Counter)
+    messages: Counter[tuple[str, str]] = Counter()
     for f in agent.failures:
         by_task[f["task"]][f["status"]] += 1
         if f["status"] != "missing":

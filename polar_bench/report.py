@@ -12,10 +12,12 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 import textwrap
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +42,12 @@ __all__ = [
     "plot_task_scores",
     "plot_sample_efficiency",
     "save_figure",
+    "mark_best",
+    "interval_note",
+    "require_matplotlib",
+    "slug",
+    "new_figure",
+    "agent_colors",
 ]
 
 METRIC_LABELS = {"iqm": "IQM", "mean": "Mean", "median": "Median", "optimality_gap": "Optimality gap",
@@ -65,7 +73,7 @@ class Value:
     bold: bool = False
 
     @classmethod
-    def of(cls, estimate: Estimate | None, interval: bool = True) -> "Value":
+    def of(cls, estimate: Estimate | None, interval: bool = True) -> Value:
         if estimate is None:
             return cls(None)
         if not interval:
@@ -100,7 +108,8 @@ class Table:
         text = f"{v:.{self.digits}f}"
         return text[1:] if text.startswith("-") and float(text) == 0 else text
 
-    def _plain(self, cell: Any, bold: tuple[str, str] = ("", "")) -> str:
+    def plain(self, cell: Any, bold: tuple[str, str] = ("", "")) -> str:
+        """A cell as plain text (a `Value` with its interval or sd; ``bold`` wraps a bold value)."""
         if not isinstance(cell, Value):
             return str(cell)
         point = self._num(cell.point)
@@ -140,12 +149,12 @@ class Table:
 
     # -- renderers --------------------------------------------------------------------------------
     def to_text(self) -> str:
-        cells = [[self._plain(c) for c in row] for row in self._first_cells()]
+        cells = [[self.plain(c) for c in row] for row in self._first_cells()]
         widths = [max([len(h)] + [len(r[j]) for r in cells]) for j, h in enumerate(self.columns)]
 
         def line(values):
             parts = [v.rjust(w) if self._numeric(j) else v.ljust(w)
-                     for j, (v, w) in enumerate(zip(values, widths))]
+                     for j, (v, w) in enumerate(zip(values, widths, strict=True))]
             return "  ".join(parts).rstrip()
 
         out = [self.title, line(self.columns), "  ".join("-" * w for w in widths)]
@@ -157,13 +166,13 @@ class Table:
         return "\n".join(out) + "\n"
 
     def to_markdown(self) -> str:
-        cells = [[self._plain(c, ("**", "**")).replace("|", "\\|") for c in row]
+        cells = [[self.plain(c, ("**", "**")).replace("|", "\\|") for c in row]
                  for row in self._first_cells()]
         header = [h.replace("|", "\\|") for h in self.columns]
         widths = [max([len(h), 3] + [len(r[j]) for r in cells]) for j, h in enumerate(header)]
 
         def line(values):
-            return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+            return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths, strict=True)) + " |"
 
         rule = "| " + " | ".join(("-" * (w - 1) + ":") if self._numeric(j) else "-" * w
                                  for j, w in enumerate(widths)) + " |"
@@ -224,7 +233,7 @@ class Table:
 
         for row in self.rows:
             out = []
-            for cell, kind in zip(row, layout):
+            for cell, kind in zip(row, layout, strict=True):
                 if kind == "text":
                     out.append(str(cell))
                     continue
@@ -252,7 +261,7 @@ _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"
           "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
           "ε": r"$\varepsilon$", "γ": r"$\gamma$", "τ": r"$\tau$", "±": r"$\pm$", "×": r"$\times$",
           "—": "--", "†": r"\textsuperscript{\dag}", "≥": r"$\geq$", "≤": r"$\leq$", ">": r"$>$",
-          "<": r"$<$", "≈": r"$\approx$"}
+          "<": r"$<$", "≈": r"$\approx$", "‡": r"\textsuperscript{\ddag}", "▿": r"$\triangledown$"}
 
 
 def latex_escape(text: str) -> str:
@@ -264,7 +273,15 @@ def csv_key(header: str) -> str:
     return "_".join(p for p in key.split("_") if p)
 
 
-def _mark_best(values: list[Value], higher: bool) -> list[Value]:
+def slug(text: str, default: str = "suite") -> str:
+    """``text`` as a file-name part: runs of characters other than letters, digits, ``.``, ``_`` and
+    ``-`` become one ``-``; ``default`` when nothing is left."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or default
+
+
+def mark_best(values: list[Value], higher: bool) -> list[Value]:
+    """``values`` with the best point estimate(s) bold (highest, or lowest when ``higher`` is False);
+    unchanged when fewer than two values have a finite point."""
     points = [v.point for v in values if v.point is not None and math.isfinite(v.point)]
     if len(points) < 2:
         return values
@@ -272,9 +289,13 @@ def _mark_best(values: list[Value], higher: bool) -> list[Value]:
     return [replace(v, bold=True) if v.point == best else v for v in values]
 
 
-def _interval_note(confidence: float, reps: int, task_bootstrap: bool = False) -> str:
+INTERVAL_NAMES = {"percentile": "percentile", "rescaled": "rescaled-percentile", "bca": "BCa"}
+
+
+def interval_note(confidence: float, reps: int, task_bootstrap: bool = False, method: str = "percentile") -> str:
+    """The table note that says what ``[low, high]`` is."""
     what = "runs and tasks" if task_bootstrap else "runs within each task"
-    return (f"[low, high]: {confidence:.0%} percentile stratified-bootstrap interval "
+    return (f"[low, high]: {confidence:.0%} {INTERVAL_NAMES.get(method, method)} stratified-bootstrap interval "
             f"({reps:,} replicates; {what} resampled).")
 
 
@@ -297,8 +318,8 @@ def _row_marks(s: ScopeEstimates | None) -> str:
 
 
 def _common_notes(entries: Sequence[tuple[str, ScopeEstimates]], confidence: float, reps: int,
-                  task_bootstrap: bool = False) -> list[str]:
-    notes = [_interval_note(confidence, reps, task_bootstrap)]
+                  task_bootstrap: bool = False, method: str = "percentile") -> list[str]:
+    notes = [interval_note(confidence, reps, task_bootstrap, method)]
     scopes = {s.scope for _, s in entries}
     if OVERALL in scopes and len(scopes) > 1:
         notes.append("overall: each domain weighted equally (the metric is averaged over domains "
@@ -321,13 +342,13 @@ def _common_notes(entries: Sequence[tuple[str, ScopeEstimates]], confidence: flo
 def aggregates_table(results: Sequence[tuple[str, Sequence[ScopeEstimates]]],
                      metrics: Sequence[str], *, confidence: float, reps: int, digits: int = 3,
                      task_bootstrap: bool = False, title: str = "Aggregate normalized scores",
-                     name: str = "aggregates") -> Table:
+                     name: str = "aggregates", method: str = "percentile") -> Table:
     """Rows: agents grouped by domain (then overall); columns: the metrics with intervals; the best
     agent of every domain bolded per metric."""
     scopes = _show_scopes([s for _, s in results])
     rows, groups, entries = [], [], []
     for scope in scopes:
-        block = []
+        block: list[list[Any]] = []
         for label, per_scope in results:
             s = next((x for x in per_scope if x.scope == scope), None)
             if s is not None:
@@ -335,18 +356,18 @@ def aggregates_table(results: Sequence[tuple[str, Sequence[ScopeEstimates]]],
             values = [Value.of(s.estimates.get(m) if s else None) for m in metrics]
             block.append([scope, f"{label}{_row_marks(s)}", *values])
         for j, m in enumerate(metrics):
-            col = _mark_best([r[2 + j] for r in block], HIGHER_IS_BETTER.get(m, True))
-            for r, v in zip(block, col):
+            col = mark_best([r[2 + j] for r in block], HIGHER_IS_BETTER.get(m, True))
+            for r, v in zip(block, col, strict=True):
                 r[2 + j] = v
         rows += block
         groups += [scope] * len(block)
     columns = ["Domain", "Agent", *(METRIC_LABELS.get(m, m) for m in metrics)]
     return Table(name, title, columns, rows, groups,
-                 _common_notes(entries, confidence, reps, task_bootstrap), digits)
+                 _common_notes(entries, confidence, reps, task_bootstrap, method), digits)
 
 
 def score_table(label: str, scopes: Sequence[ScopeEstimates], *, confidence: float, reps: int,
-                digits: int = 3, task_bootstrap: bool = False) -> Table:
+                digits: int = 3, task_bootstrap: bool = False, method: str = "percentile") -> Table:
     """One agent: a row per domain (and overall), IQM with its interval, mean, median, optimality gap."""
     rows = []
     shown = [s for s in scopes if not (s.scope == OVERALL and len(scopes) == 2)]
@@ -357,13 +378,13 @@ def score_table(label: str, scopes: Sequence[ScopeEstimates], *, confidence: flo
                        for m in ("mean", "median", "optimality_gap"))])
     columns = ["Domain", "Tasks", "IQM", "Mean", "Median", "Optimality gap"]
     return Table("score", f"Aggregate normalized scores of {label}", columns, rows,
-                 notes=_common_notes([(label, s) for s in shown], confidence, reps, task_bootstrap),
+                 notes=_common_notes([(label, s) for s in shown], confidence, reps, task_bootstrap, method),
                  digits=digits)
 
 
 def side_by_side_table(results: Sequence[tuple[str, Sequence[ScopeEstimates]]],
                        metrics: Sequence[str], *, confidence: float, reps: int, digits: int = 3,
-                       task_bootstrap: bool = False) -> Table:
+                       task_bootstrap: bool = False, method: str = "percentile") -> Table:
     """Agents as columns; rows grouped by domain with one row per metric; the best bolded per row."""
     scopes = _show_scopes([s for _, s in results])
     rows, groups, entries = [], [], []
@@ -375,14 +396,14 @@ def side_by_side_table(results: Sequence[tuple[str, Sequence[ScopeEstimates]]],
                 if s is not None and m == metrics[0]:
                     entries.append((label, s))
                 values.append(Value.of(s.estimates.get(m) if s else None))
-            rows.append([scope, METRIC_LABELS.get(m, m), *_mark_best(values, HIGHER_IS_BETTER.get(m, True))])
+            rows.append([scope, METRIC_LABELS.get(m, m), *mark_best(values, HIGHER_IS_BETTER.get(m, True))])
             groups.append(scope)
     marks = {label: "".join(m for m in (INCOMPLETE_MARK, NOISE_MARK)
                             if any(m in _row_marks(s) for s in per_scope))
              for label, per_scope in results}
     columns = ["Domain", "Metric", *(f"{label}{marks[label]}" for label, _ in results)]
     return Table("compare", "Aggregate normalized scores, side by side", columns, rows, groups,
-                 _common_notes(entries, confidence, reps, task_bootstrap), digits)
+                 _common_notes(entries, confidence, reps, task_bootstrap, method), digits)
 
 
 def task_table(agents: Sequence[AgentScores], digits: int = 3) -> Table:
@@ -405,27 +426,27 @@ def task_table(agents: Sequence[AgentScores], digits: int = 3) -> Table:
     rows = []
     for i, first in enumerate(tables[0]):
         values = [Value(t[i]["mean"], sd=t[i]["sd"]) for t in tables]
-        rows.append([first["task"], first["domain"], *_mark_best(values, True)])
+        rows.append([first["task"], first["domain"], *mark_best(values, True)])
     notes = ["Normalized score: mean ± sd over runs of (return - low) / (high - low); best bolded."]
     return Table("per_task", "Per-task normalized scores", ["Task", "Domain", *(a.label for a in agents)],
                  rows, notes=notes, digits=digits)
 
 
 def improvement_table(pairs: Sequence[tuple[str, str, Sequence[ScopeEstimates]]], *, confidence: float,
-                      reps: int, digits: int = 3) -> Table:
+                      reps: int, digits: int = 3, method: str = "percentile") -> Table:
     """One row per pair (X, Y): P(X > Y) with its interval, per domain and overall."""
     scopes = _show_scopes([s for _, _, s in pairs])
     rows, entries = [], []
     for x, y, per_scope in pairs:
-        row = [x, y]
+        row: list[Any] = [x, y]
         for scope in scopes:
             s = next((e for e in per_scope if e.scope == scope), None)
             if s is not None:
                 entries.append((f"{x} vs {y}", s))
             row.append(Value.of(s.estimates.get("probability_of_improvement") if s else None))
         rows.append(row)
-    notes = [f"P(X > Y): the Mann-Whitney statistic per task, averaged over tasks; "
-             + _interval_note(confidence, reps).replace("runs within each task resampled",
+    notes = ["P(X > Y): the Mann-Whitney statistic per task, averaged over tasks; "
+             + interval_note(confidence, reps, method=method).replace("runs within each task resampled",
                                                         "runs of X and Y resampled independently "
                                                         "within each task")]
     notes += [n for n in _common_notes(entries, confidence, reps)[1:]]
@@ -434,11 +455,13 @@ def improvement_table(pairs: Sequence[tuple[str, str, Sequence[ScopeEstimates]]]
 
 
 def sample_efficiency_table(curves: Mapping[str, Sequence[tuple[int, Estimate]]], metric: str, *,
-                            confidence: float, reps: int, digits: int = 3) -> Table:
-    rows = [[label, str(steps), Value.of(est)] for label, points in curves.items() for steps, est in points]
+                            confidence: float, reps: int, digits: int = 3, method: str = "percentile") -> Table:
+    rows: list[list[Any]] = [[label, str(steps), Value.of(est)] for label, points in curves.items()
+                             for steps, est in points]
     return Table("sample_efficiency", f"Overall {METRIC_LABELS.get(metric, metric)} by training budget",
                  ["Agent", "Training steps", METRIC_LABELS.get(metric, metric)], rows,
-                 groups=[r[0] for r in rows], notes=[_interval_note(confidence, reps)], digits=digits)
+                 groups=[str(r[0]) for r in rows], notes=[interval_note(confidence, reps, method=method)],
+                 digits=digits)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -447,13 +470,14 @@ def sample_efficiency_table(curves: Mapping[str, Sequence[tuple[int, Estimate]]]
 FONT_SIZE = 10
 
 
-def _matplotlib():
+def require_matplotlib():
+    """The matplotlib module, or a `UserError` with the install command."""
     return require("matplotlib", "plot", "plots")
 
 
 def new_figure(width: float, height: float):
     """A `matplotlib.figure.Figure` on the Agg canvas, outside pyplot's global state."""
-    _matplotlib()
+    require_matplotlib()
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -470,7 +494,7 @@ def _new_ax(ax, width: float, height: float):
 
 def agent_colors(labels: Sequence[str]) -> dict[str, Any]:
     """A fixed colour per label (matplotlib's colour-blind-friendly ``tab10`` cycle, in order)."""
-    _matplotlib()
+    require_matplotlib()
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"]
@@ -602,10 +626,10 @@ def plot_probability_of_improvement(pairs: Sequence[tuple[str, str, Estimate | N
                                     colors=None):
     """One interval bar per pair: P(X > Y) with its interval, a dashed line at 0.5 (no difference)."""
     labels = [f"P({x} > {y})" for x, y, _ in pairs]
-    estimates = {lab: est for lab, (_, _, est) in zip(labels, pairs)}
+    estimates = {lab: est for lab, (_, _, est) in zip(labels, pairs, strict=True)}
     if colors is None:
         base = agent_colors(list(dict.fromkeys(x for x, _, _ in pairs)))
-        colors = {lab: base[x] for lab, (x, _, _) in zip(labels, pairs)}
+        colors = {lab: base[x] for lab, (x, _, _) in zip(labels, pairs, strict=True)}
     ax = _new_ax(ax, max(5.5, 3.0 + 0.07 * _wrap_labels(labels)[1]), 0.9 + 0.85 * len(pairs))
     plot_intervals(estimates, ax, colors=colors, xlabel="probability of improvement",
                    title="Probability of improvement", reference=0.5)

@@ -13,20 +13,24 @@ import math
 import os
 import tempfile
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from .errors import ResultsError
 
 __all__ = ["FORMAT_VERSION", "Results", "read_results", "write_results", "results_schema",
-           "validate_results_data", "EPISODE_STATUSES"]
+           "validate_results_data", "EPISODE_STATUSES", "load_json", "MAX_JSON_DEPTH", "MAX_JSON_INT"]
 
 FORMAT_VERSION = 1
 EPISODE_STATUSES = ("ok", "env_error", "agent_error", "timeout")
+MAX_JSON_DEPTH = 64
+"""Deepest nesting of arrays and objects that `load_json` accepts (results files use about 6)."""
+MAX_JSON_INT = 2**63
+"""Integers in JSON files must lie strictly between ``-MAX_JSON_INT`` and ``MAX_JSON_INT``."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def results_schema() -> dict:
     """The JSON Schema of the current format version."""
     path = Path(__file__).parent / "schemas" / f"results-v{FORMAT_VERSION}.json"
@@ -98,22 +102,74 @@ class Results:
         return counts
 
 
+def _parse_int(text: str) -> int:
+    value = int(text)  # ValueError past Python's 4300-digit limit, caught by load_json
+    if not -MAX_JSON_INT < value < MAX_JSON_INT:
+        raise ValueError(f"integer {text[:20]}{'...' if len(text) > 20 else ''} ({len(text)} digits) is out of "
+                         f"range (at most {len(str(MAX_JSON_INT))} digits)")
+    return value
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"number {text[:30]} overflows a 64-bit float")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"non-finite number {name} is not allowed")
+
+
+def _depth(obj: Any) -> int:
+    """Nesting depth of arrays and objects, without recursion."""
+    deepest, stack = 0, [(obj, 1)]
+    while stack:
+        node, d = stack.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, d)
+            if d > MAX_JSON_DEPTH:
+                return d
+            stack.extend((v, d + 1) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def load_json(path: str | os.PathLike, what: str = "file") -> Any:
+    """Parse a JSON file that a user gave us, or raise `ResultsError` with one line saying what is wrong.
+
+    Besides malformed JSON and non-UTF-8 text, this refuses what Python's parser accepts but nothing
+    downstream can use: NaN and Infinity, numbers that overflow a 64-bit float or integer, and nesting
+    deeper than `MAX_JSON_DEPTH` (which otherwise ends in a RecursionError deep inside a validator).
+    """
+    p = Path(path)
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ResultsError(f"{p}: cannot be read ({exc.strerror}); pass a readable {what}") from None
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{p}: not UTF-8 text ({exc.reason} at byte {exc.start}); is it a {what}?") from None
+    try:
+        data = json.loads(text, parse_constant=_reject_constant, parse_int=_parse_int,
+                          parse_float=_parse_float)
+    except RecursionError:
+        raise ResultsError(f"{p}: JSON nested too deeply (more than {MAX_JSON_DEPTH} levels); "
+                           f"is it a {what}?") from None
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise ResultsError(f"{p}: not valid JSON ({str(exc)[:200]}); is it a {what}?") from None
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise ResultsError(f"{p}: JSON nested too deeply (more than {MAX_JSON_DEPTH} levels); is it a {what}?")
+    return data
+
+
 def read_results(path: str | os.PathLike) -> Results:
     """Read and validate a results file; `ResultsError` (one line, with the fix) when it is not one."""
     p = Path(path)
     if not p.is_file():
         raise ResultsError(f"results file {str(p)!r} does not exist; pass the .json that "
                            f"'python -m polar_bench evaluate ... --out' wrote")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"), parse_constant=_reject_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
-        raise ResultsError(f"{p}: not valid JSON ({exc}); is it a polar_bench results file?") from None
+    data = load_json(p, "polar_bench results file")
     validate_results_data(data, str(p))
     return Results(data, str(p))
-
-
-def _reject_constant(name: str):
-    raise ValueError(f"non-finite number {name} is not allowed")
 
 
 def _finite(obj: Any) -> Any:

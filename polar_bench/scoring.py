@@ -17,9 +17,21 @@ Point estimates follow rliable (Agarwal et al., 2021) exactly, operation for ope
 
 Intervals come from the stratified bootstrap: each replicate resamples, with replacement and
 independently within every task, as many runs as the task has (and, with ``task_bootstrap=True``,
-resamples the tasks too), and the interval is the percentile interval of the metric over the
-replicates (``numpy.percentile``, linear interpolation, as `arch` does for rliable). Where we
-deliberately differ from rliable:
+resamples the tasks too). ``method`` chooses the interval (`INTERVAL_METHODS`):
+
+- ``"percentile"`` (the default, rliable's): the percentile interval of the metric over the replicates
+  (``numpy.percentile``, linear interpolation, as `arch` does for rliable). Use it to reproduce
+  published tables. With few runs it is too narrow: resampling ``n`` runs reproduces only
+  ``(n - 1) / n`` of the variance of a task's mean (2/3 at 3 runs).
+- ``"rescaled"``: the same percentile interval, from a bootstrap of runs whose deviations from their
+  task's mean are first stretched by ``sqrt(n / (n - 1))`` (the bootstrap variance of every task's mean
+  is then the unbiased ``s² / n``). The point estimate is unchanged. Measured coverage:
+  docs/scoring.md (``benchmarks/interval_coverage.py``).
+- ``"bca"``: the bias-corrected and accelerated percentile interval (Efron 1987): the bias correction
+  from the fraction of replicates below the point estimate, the acceleration from a leave-one-run-out
+  jackknife.
+
+Where we deliberately differ from rliable:
 
 - Vectorized: replicates are drawn in chunks of at most `CHUNK_ELEMENTS` resampled scores and every
   metric is computed over a whole chunk at once (no Python loop per replicate), so memory is bounded
@@ -37,8 +49,10 @@ deliberately differ from rliable:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence, Union
+from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -66,6 +80,10 @@ __all__ = [
     "stratified_bootstrap",
     "interval_estimates",
     "percentile_interval",
+    "bca_interval",
+    "INTERVAL_METHODS",
+    "matrix_metric",
+    "RunCounts",
 ]
 
 AGGREGATE_REPS = 50_000
@@ -75,11 +93,15 @@ PROFILE_REPS = 2_000
 CHUNK_ELEMENTS = 1 << 21
 """At most this many resampled scores (about 16 MiB of float64) are held per chunk of replicates."""
 
+COUNTS_MAX_RUNS = 64
+"""Up to this many runs the built-in metrics are computed from run counts (`RunCounts`); with more,
+the gathered scores are faster (measured: 100 runs × 26 tasks)."""
+
 RESAMPLED_RUNS = "runs"
 RESAMPLED_RUNS_AND_TASKS = "runs and tasks"
 RESAMPLED_EPISODES = "episodes (evaluation noise only)"
 
-SeedLike = Union[int, np.random.SeedSequence, np.random.Generator]
+SeedLike = int | np.random.SeedSequence | np.random.Generator
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -292,6 +314,64 @@ def _median_batch(block: np.ndarray) -> np.ndarray:
     return np.median(np.mean(block, axis=1), axis=1)
 
 
+class RunCounts:
+    """Replicates of a ``(runs, tasks)`` matrix given by how often each run of each task was drawn,
+    not by the resampled values: ``counts`` has shape ``(tasks, runs, replicates)`` (replicates last,
+    so that sums over cells run along contiguous rows) and sums to ``runs`` over its second axis;
+    ``values`` is the ``(runs, tasks)`` matrix the runs are drawn from.
+
+    Metrics with a ``counts`` function compute from this without gathering the resampled values
+    (the IQM without a partition of every replicate), which is what makes the built-in metrics fast.
+    """
+
+    def __init__(self, counts: np.ndarray, values: np.ndarray):
+        self.counts = counts
+        self.values = values
+        self.runs, self.tasks = values.shape
+        self._task_means: np.ndarray | None = None
+
+    @property
+    def task_means(self) -> np.ndarray:
+        """The mean over resampled runs of every task: ``(replicates, tasks)``."""
+        if self._task_means is None:
+            self._task_means = np.einsum("trn,tr->nt", self.counts, self.values.T) / self.runs
+        return self._task_means
+
+    def weighted_sum(self, cell_values: np.ndarray) -> np.ndarray:
+        """``Σ count × value`` over every (task, run) cell, for ``cell_values`` of shape ``(runs, tasks)``."""
+        return np.einsum("trn,tr->n", self.counts, cell_values.T)
+
+
+def _iqm_counts(rc: RunCounts) -> np.ndarray:
+    """The IQM of every replicate: the mean of sorted positions ``low .. high - 1`` of its
+    ``runs × tasks`` resampled scores, from the cells' counts in sorted order of their values."""
+    vals = rc.values.T.ravel()  # cell t * runs + r holds values[r, t], as counts.reshape(-1, n) orders them
+    order = np.argsort(vals, kind="stable")
+    counts = rc.counts.reshape(vals.size, -1)[order]  # (cells in sorted order, replicates)
+    if counts.shape[1] >= 1024:  # long rows: add row by row (numpy's cumsum along axis 0 is a strided
+        end = np.empty_like(counts)  # loop, several times slower); short rows: one cumsum call
+        end[0] = counts[0]
+        for i in range(1, len(counts)):
+            np.add(end[i - 1], counts[i], out=end[i])
+    else:
+        end = np.cumsum(counts, axis=0)
+    low, high = _trim_bounds(vals.size)
+    start = end - counts
+    np.maximum(start, low, out=start)
+    np.minimum(end, high, out=end)
+    end -= start  # how many of each cell's draws fall inside the trimmed positions low .. high - 1
+    np.maximum(end, 0, out=end)
+    return vals[order] @ end / (high - low)
+
+
+def _mean_counts(rc: RunCounts) -> np.ndarray:
+    return np.mean(rc.task_means, axis=1)
+
+
+def _median_counts(rc: RunCounts) -> np.ndarray:
+    return np.median(rc.task_means, axis=1)
+
+
 @dataclass(frozen=True)
 class Metric:
     """An aggregate metric that the bootstrap can evaluate on many replicates at once.
@@ -299,6 +379,8 @@ class Metric:
     ``batch`` maps a block of resampled matrices, shape ``(replicates, runs, tasks)``, to shape
     ``(replicates,)`` (or ``(replicates, k)`` for a vector-valued metric). ``point``, when given, computes
     the point estimate from one ``(runs, tasks)`` matrix (otherwise ``batch(x[None])[0]`` is used).
+    ``counts``, when given, computes the same as ``batch`` from a `RunCounts` (the faster path, used
+    for resampled runs without task bootstrap).
     """
 
     name: str
@@ -306,6 +388,7 @@ class Metric:
     batch: Callable[[np.ndarray], np.ndarray]
     point: Callable[[np.ndarray], Any] | None = None
     higher_is_better: bool = True
+    counts: Callable[[RunCounts], np.ndarray] | None = None
 
     def estimate(self, x: np.ndarray) -> np.ndarray:
         if self.point is not None:
@@ -320,15 +403,18 @@ def optimality_gap_metric(gamma: float = 1.0) -> Metric:
     def batch(block: np.ndarray) -> np.ndarray:
         return gamma - np.mean(np.minimum(block, gamma).reshape(block.shape[0], -1), axis=1)
 
+    def from_counts(rc: RunCounts) -> np.ndarray:
+        return gamma - rc.weighted_sum(np.minimum(rc.values, gamma)) / rc.values.size
+
     label = "Optimality gap" if gamma == 1.0 else f"Optimality gap (γ={gamma:g})"
     return Metric("optimality_gap", label, batch, lambda x: optimality_gap(x, gamma),
-                  higher_is_better=False)
+                  higher_is_better=False, counts=from_counts)
 
 
 METRICS: dict[str, Metric] = {
-    "iqm": Metric("iqm", "IQM", _iqm_batch, iqm),
-    "mean": Metric("mean", "Mean", _mean_batch, mean),
-    "median": Metric("median", "Median", _median_batch, median),
+    "iqm": Metric("iqm", "IQM", _iqm_batch, iqm, counts=_iqm_counts),
+    "mean": Metric("mean", "Mean", _mean_batch, mean, counts=_mean_counts),
+    "median": Metric("median", "Median", _median_batch, median, counts=_median_counts),
     "optimality_gap": optimality_gap_metric(1.0),
 }
 """The built-in aggregate metrics by name."""
@@ -354,7 +440,48 @@ def _profile_metric(tau: np.ndarray, kind: str) -> Metric:
     raise ScoringError(f"kind must be 'runs' or 'average'; got {kind!r}")
 
 
-def _resolve_metrics(metric: Any) -> tuple[list[Metric], bool]:
+def matrix_metric(fn: Callable[[np.ndarray], Any], name: str | None = None) -> Metric:
+    """A `Metric` from a function of one ``(runs, tasks)`` matrix, as rliable's
+    ``get_interval_estimates`` takes it (e.g. ``lambda x: np.array([metrics.aggregate_iqm(x)])``).
+
+    The function is called once per replicate, in a Python loop: correct, but slower than the
+    built-in batched metrics (pass those by name where they fit).
+    """
+    label = str(name or getattr(fn, "__name__", "custom"))
+
+    def batch(block: np.ndarray) -> np.ndarray:
+        return np.stack([np.asarray(fn(m), dtype=np.float64) for m in block])
+
+    return Metric(label, label, batch, fn)
+
+
+class _DetectedMetric:
+    """A plain function given as a metric: batched (``(replicates, runs, tasks) -> (replicates,)``) or
+    rliable-style (one ``(runs, tasks)`` matrix -> a number or ``(k,)`` array), told apart on first use
+    by a probe whose replicate count differs from the run and task counts."""
+
+    def __init__(self, fn: Callable[[np.ndarray], Any]):
+        self.fn = fn
+        self.per_matrix: bool | None = None
+
+    def _detect(self, block: np.ndarray) -> bool:
+        n = max(block.shape[1], block.shape[2]) + 2
+        probe = np.repeat(block[:1], n, axis=0)
+        try:
+            out = np.asarray(self.fn(probe), dtype=np.float64)
+        except Exception:  # a function of one matrix may fail on a 3-D block in any way it likes
+            return True
+        return not (out.ndim in (1, 2) and out.shape[0] == n)
+
+    def __call__(self, block: np.ndarray) -> np.ndarray:
+        if self.per_matrix is None:
+            self.per_matrix = self._detect(block)
+        if self.per_matrix:
+            return np.stack([np.asarray(self.fn(m), dtype=np.float64) for m in block])
+        return np.asarray(self.fn(block), dtype=np.float64)
+
+
+def _resolve_metrics(metric: Any, matrix_function: bool | None = None) -> tuple[list[Metric], bool]:
     """Return the metrics and whether a single one was asked for (scalar results)."""
 
     def one(m: Any) -> Metric:
@@ -367,11 +494,18 @@ def _resolve_metrics(metric: Any) -> tuple[list[Metric], bool]:
                 f"unknown metric {m!r}; choose from {', '.join(METRICS)} or {_POI}, "
                 "or pass a Metric or a function over (replicates, runs, tasks) blocks")
         if callable(m):
-            return Metric(getattr(m, "__name__", "custom"), getattr(m, "__name__", "custom"), m)
+            if matrix_function:
+                return matrix_metric(m)
+            name = getattr(m, "__name__", "custom")
+            if matrix_function is None:
+                detected = _DetectedMetric(m)
+                return Metric(name, name, detected, lambda x: detected(x[None])[0])
+            return Metric(name, name, m)
         raise ScoringError(f"a metric must be a name, a Metric or a function; got {m!r}")
 
     if isinstance(metric, (str, Metric)) or callable(metric):
-        return [one(metric)], True
+        metrics = [one(metric)]
+        return metrics, True
     if isinstance(metric, Sequence) and len(metric) > 0:
         return [one(m) for m in metric], False
     raise ScoringError(f"metric must be a name, a Metric, a function or a list of them; got {metric!r}")
@@ -393,11 +527,22 @@ def _generators(seed: SeedLike, n: int) -> list[np.random.Generator]:
     return [np.random.default_rng(child) for child in sequence.spawn(n)]
 
 
-class _Runs:
-    """Stratified resampling of the runs of a ``(runs, tasks)`` matrix within each task."""
+def _rescaled(x: np.ndarray, axis: int = 0) -> np.ndarray:
+    """Deviations from the mean along ``axis`` stretched by ``sqrt(n / (n - 1))`` (``n`` values)."""
+    n = x.shape[axis]
+    if n < 2:
+        return x
+    m = np.mean(x, axis=axis, keepdims=True)
+    return m + math.sqrt(n / (n - 1)) * (x - m)
 
-    def __init__(self, x: np.ndarray, task_bootstrap: bool):
+
+class _Runs:
+    """Stratified resampling of the runs of a ``(runs, tasks)`` matrix within each task. With
+    ``rescale``, the resampled values are `_rescaled` (the point estimate still uses ``x``)."""
+
+    def __init__(self, x: np.ndarray, task_bootstrap: bool, rescale: bool = False):
         self.x = x
+        self.pool = _rescaled(x) if rescale else x
         self.runs, self.tasks = x.shape
         self.task_bootstrap = task_bootstrap
         self.size = x.size
@@ -417,14 +562,23 @@ class _Runs:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         runs, tasks = self.indices(rng, n)
-        return self.x[runs, tasks]
+        return self.pool[runs, tasks]
+
+    def run_counts(self, rng: np.random.Generator, n: int) -> RunCounts:
+        """The draws of `sample` (without task bootstrap) as counts per (replicate, task, run)."""
+        runs, _ = self.indices(rng, n)
+        flat = runs * n  # the index of (task, run, replicate) in a (tasks, runs, n) array, in place
+        flat += (np.arange(self.tasks) * (self.runs * n))[None, None, :] + np.arange(n)[:, None, None]
+        counts = np.bincount(flat.ravel(), minlength=n * self.tasks * self.runs)
+        return RunCounts(counts.reshape(self.tasks, self.runs, n).astype(np.float64), self.pool)
 
 
 class _Episodes:
     """Resampling of the episodes of a single run within each task (evaluation noise only)."""
 
-    def __init__(self, e: EpisodeScores, task_bootstrap: bool):
+    def __init__(self, e: EpisodeScores, task_bootstrap: bool, rescale: bool = False):
         self.e = e
+        self.pool = tuple(_rescaled(a) for a in e.per_task) if rescale else e.per_task
         self.runs, self.tasks = 1, e.num_tasks
         self.task_bootstrap = task_bootstrap
         self.size = sum(a.size for a in e.per_task)
@@ -435,17 +589,17 @@ class _Episodes:
 
     def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
         means = np.empty((n, self.tasks))
-        for t, a in enumerate(self.e.per_task):  # a loop over tasks, not over replicates
+        for t, a in enumerate(self.pool):  # a loop over tasks, not over replicates
             means[:, t] = np.mean(a[rng.integers(0, a.size, size=(n, a.size))], axis=1)
         if self.task_bootstrap:
             means = np.take_along_axis(means, rng.integers(0, self.tasks, size=(n, self.tasks)), axis=1)
         return means[:, None, :]
 
 
-def _source(x: Any, name: str, task_bootstrap: bool) -> _Runs | _Episodes:
+def _source(x: Any, name: str, task_bootstrap: bool, rescale: bool = False) -> _Runs | _Episodes:
     if isinstance(x, EpisodeScores):
-        return _Episodes(x, task_bootstrap)
-    return _Runs(check_scores(x, name), task_bootstrap)
+        return _Episodes(x, task_bootstrap, rescale)
+    return _Runs(check_scores(x, name), task_bootstrap, rescale)
 
 
 def _chunk_size(elements_per_replicate: int, reps: int) -> int:
@@ -481,13 +635,101 @@ def percentile_interval(values: np.ndarray, confidence: float = 0.95) -> np.ndar
     return np.percentile(values, [100 * alpha, 100 * (1.0 - alpha)], axis=0)
 
 
+INTERVAL_METHODS = ("percentile", "rescaled", "bca")
+"""The interval methods of `interval_estimates` (see the module docstring)."""
+
+FEW_RUNS = 5
+"""Below this many runs, `score` and `compare` warn with the coverage measured for the run count."""
+
+MEASURED_COVERAGE: dict[str, dict[int, float]] = {
+    "percentile": {2: 0.810, 3: 0.896, 4: 0.920, 5: 0.932, 10: 0.938},
+    "rescaled": {2: 0.916, 3: 0.928, 4: 0.948, 5: 0.948, 10: 0.950},
+    "bca": {2: 0.796, 3: 0.876, 4: 0.892, 5: 0.918, 10: 0.942},
+}
+"""Measured coverage of nominal 95 % intervals of the overall IQM, by method and run count:
+``python benchmarks/interval_coverage.py --runs 2 3 4 5 10`` (500 simulated experiments in suite v1's
+layout, 2,000 replicates each; the table and its setting are in docs/scoring.md)."""
+
+_NORMAL = NormalDist()
+
+
+def _acceleration(jackknife: np.ndarray) -> np.ndarray:
+    """BCa acceleration from jackknife values of shape ``(n, k)``: ``Σd³ / (6 (Σd²)^1.5)`` per column."""
+    d = np.mean(jackknife, axis=0) - jackknife
+    den = 6.0 * np.sum(d ** 2, axis=0) ** 1.5
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, np.sum(d ** 3, axis=0) / np.where(den > 0, den, 1.0), 0.0)
+
+
+def bca_interval(values: np.ndarray, point: Any, jackknife: np.ndarray | None = None,
+                 confidence: float = 0.95) -> np.ndarray:
+    """Bias-corrected and accelerated interval (Efron 1987) of bootstrap replicates ``values``
+    (``(reps,)`` or ``(reps, k)``) around the point estimate ``point`` (a number or ``(k,)``).
+
+    ``jackknife`` (``(n,)`` or ``(n, k)``: the estimate with each of ``n`` units left out) gives the
+    acceleration; without it the acceleration is 0 (the bias-corrected interval). Returns
+    ``[lower, upper]`` with shape ``(2,)`` or ``(2, k)``.
+    """
+    alpha = (1.0 - _check_confidence(confidence)) / 2
+    v = np.asarray(values, dtype=np.float64)
+    vec = v.ndim == 2
+    v2 = v if vec else v[:, None]
+    p = np.broadcast_to(np.asarray(point, dtype=np.float64).reshape(-1), (v2.shape[1],))
+    below = (np.sum(v2 < p, axis=0) + 0.5 * np.sum(v2 == p, axis=0)) / v2.shape[0]
+    eps = 0.5 / v2.shape[0]
+    z0 = np.array([_NORMAL.inv_cdf(min(max(b, eps), 1.0 - eps)) for b in below])
+    if jackknife is None:
+        a = np.zeros_like(z0)
+    else:
+        j = np.asarray(jackknife, dtype=np.float64)
+        a = _acceleration(j if j.ndim == 2 else j[:, None])
+    out = np.empty((2, v2.shape[1]))
+    for i, q in enumerate((alpha, 1.0 - alpha)):
+        z = _NORMAL.inv_cdf(q)
+        adj = z0 + (z0 + z) / (1.0 - a * (z0 + z))
+        levels = np.array([_NORMAL.cdf(x) for x in adj])
+        out[i] = [np.percentile(v2[:, c], 100 * levels[c]) for c in range(v2.shape[1])]
+    return out if vec else out[:, 0]
+
+
+def _jackknife_runs(sources: Sequence[Any], metrics: Sequence[Metric]) -> np.ndarray | None:
+    """The aggregate with each run left out (of every task of every domain): ``(runs, k)``, or None
+    when the domains have fewer than 3 runs, different run counts, or single runs' episodes."""
+    if not all(isinstance(s, _Runs) for s in sources):
+        return None
+    runs = {s.runs for s in sources}
+    if len(runs) != 1 or min(runs) < 3:
+        return None
+    (n,) = runs
+    out = []
+    for i in range(n):
+        keep = [r for r in range(n) if r != i]
+        out.append(np.mean([np.concatenate([np.atleast_1d(m.estimate(s.x[keep])) for m in metrics])
+                            for s in sources], axis=0))
+    return np.array(out)
+
+
+def _interval(method: str, values: np.ndarray, points: np.ndarray,
+              jackknife: Callable[[], np.ndarray | None], confidence: float) -> np.ndarray:
+    """The interval of ``method``; ``jackknife`` (computed only for BCa) gives the leave-one-run-out values."""
+    if method == "bca":
+        return bca_interval(values, points, jackknife(), confidence)
+    return percentile_interval(values, confidence)
+
+
+def _check_method(method: Any) -> str:
+    if method not in INTERVAL_METHODS:
+        raise ScoringError(f"unknown interval method {method!r}; choose from {', '.join(INTERVAL_METHODS)}")
+    return str(method)
+
+
 # ---------------------------------------------------------------------------------------------------
 # Interval estimates
 
 
 @dataclass(frozen=True)
 class IntervalEstimates:
-    """Point estimates and percentile intervals for every entry of a ``score_dict``.
+    """Point estimates and intervals (``method``: `INTERVAL_METHODS`) for every entry of a ``score_dict``.
 
     ``points[key]`` is a float (one metric) or an array ``(k,)`` (a list of ``k`` metrics, or a
     profile over ``k`` thresholds); ``intervals[key]`` is ``[lower, upper]``: shape ``(2,)`` or
@@ -504,6 +746,7 @@ class IntervalEstimates:
     resampled: dict[str, str]
     metrics: tuple[str, ...]
     replicates: dict[str, np.ndarray] = field(default_factory=dict)
+    method: str = "percentile"
 
     def __iter__(self):
         yield self.points
@@ -525,24 +768,32 @@ def _resampled_label(sources: Sequence[Any]) -> str:
 
 
 def _bootstrap_aggregate(groups: list[tuple[str, Any]], metrics: list[Metric], reps: int,
-                         seed: SeedLike, task_bootstrap: bool):
-    sources = [_source(value, name, task_bootstrap) for name, value in groups]
+                         seed: SeedLike, task_bootstrap: bool, rescale: bool = False):
+    sources = [_source(value, name, task_bootstrap, rescale) for name, value in groups]
     points = np.mean([np.concatenate([np.atleast_1d(m.estimate(s.matrix())) for m in metrics])
                       for s in sources], axis=0)
     rngs = _generators(seed, len(sources))
     size = _chunk_size(max(s.size for s in sources), reps)
     values = None
+    by_counts = not task_bootstrap and all(m.counts is not None for m in metrics)
     for start, n in _chunks(reps, size):
-        total = None
-        for source, rng in zip(sources, rngs):
-            block = source.sample(rng, n)
-            out = np.concatenate([np.asarray(m.batch(block), dtype=np.float64).reshape(n, -1)
-                                  for m in metrics], axis=1)
-            total = out if total is None else total + out
+        outs = []
+        for source, rng in zip(sources, rngs, strict=True):  # each source draws from its own generator
+            if by_counts and isinstance(source, _Runs) and source.runs <= COUNTS_MAX_RUNS:
+                rc = source.run_counts(rng, n)  # the same draws as sample(), counted instead of gathered
+                outs.append(np.concatenate([np.asarray(m.counts(rc), dtype=np.float64).reshape(n, -1)
+                                            for m in metrics if m.counts is not None], axis=1))
+                continue
+            block = source.sample(rng, n)  # every metric on the same replicates
+            outs.append(np.concatenate([np.asarray(m.batch(block), dtype=np.float64).reshape(n, -1)
+                                        for m in metrics], axis=1))
+        total = outs[0]
+        for out in outs[1:]:  # summed in domain order, as before (the last bit of the result depends on it)
+            total = total + out
         if values is None:
             values = np.empty((reps, total.shape[1]))
         values[start:start + n] = total / len(sources)
-    return points, values, _resampled_label(sources)
+    return points, values, _resampled_label(sources), lambda: _jackknife_runs(sources, metrics)
 
 
 def _poi_batch_runs(a: _Runs, b: _Runs, comparisons: np.ndarray, rng_a, rng_b, n: int) -> np.ndarray:
@@ -565,7 +816,8 @@ def _poi_batch_values(xb: np.ndarray, yb: np.ndarray) -> np.ndarray:
     return np.mean(u / (xb.shape[1] * yb.shape[1]), axis=1)
 
 
-def _bootstrap_poi(groups: list[tuple[str, Any]], reps: int, seed: SeedLike, task_bootstrap: bool):
+def _bootstrap_poi(groups: list[tuple[str, Any]], reps: int, seed: SeedLike, task_bootstrap: bool,
+                   rescale: bool = False):
     if task_bootstrap:
         raise ScoringError("task_bootstrap is not supported for probability_of_improvement "
                            "(as in rliable): X and Y are resampled independently within each task")
@@ -575,8 +827,8 @@ def _bootstrap_poi(groups: list[tuple[str, Any]], reps: int, seed: SeedLike, tas
                 and len(value) == 2):
             raise ScoringError(f"entry {name!r} of probability_of_improvement must be a pair (x, y) "
                                f"of score matrices; got {type(value).__name__}")
-        a = _source(value[0], f"{name} x", False)
-        b = _source(value[1], f"{name} y", False)
+        a = _source(value[0], f"{name} x", False, rescale)
+        b = _source(value[1], f"{name} y", False, rescale)
         if a.tasks != b.tasks:
             raise ScoringError(f"entry {name!r}: x and y must have the same number of tasks; "
                                f"got {a.tasks} and {b.tasks}")
@@ -586,24 +838,43 @@ def _bootstrap_poi(groups: list[tuple[str, Any]], reps: int, seed: SeedLike, tas
     values = np.zeros(reps)
     for i, (a, b) in enumerate(pairs):
         rng_a, rng_b = rngs[2 * i], rngs[2 * i + 1]
-        both_runs = isinstance(a, _Runs) and isinstance(b, _Runs)
-        comparisons = _comparisons(a.x, b.x) if both_runs else None
+        runs_path = isinstance(a, _Runs) and isinstance(b, _Runs) and not rescale
         # scores held per replicate: run counts and products (runs path) or all pairwise comparisons
-        per_rep = (3 * a.tasks * (a.runs + b.runs) if both_runs
+        per_rep = (3 * a.tasks * (a.runs + b.runs) if runs_path
                    else a.size + b.size + a.tasks * a.runs * b.runs)
         for start, n in _chunks(reps, _chunk_size(per_rep, reps)):
-            if both_runs:
+            if runs_path and isinstance(a, _Runs) and isinstance(b, _Runs):
+                comparisons = _comparisons(a.x, b.x)
                 values[start:start + n] += _poi_batch_runs(a, b, comparisons, rng_a, rng_b, n)
             else:
                 values[start:start + n] += _poi_batch_values(a.sample(rng_a, n), b.sample(rng_b, n))
     values /= len(pairs)
     label = _resampled_label([s for pair in pairs for s in pair])
-    return np.array([points]), values[:, None], label
+    return np.array([points]), values[:, None], label, lambda: _jackknife_poi(pairs)
+
+
+def _jackknife_poi(pairs: Sequence[tuple[Any, Any]]) -> np.ndarray | None:
+    """Probability of improvement with each run of X, then each run of Y, left out: ``(n, 1)``."""
+    if not all(isinstance(s, _Runs) and s.runs >= 3 for pair in pairs for s in pair):
+        return None
+    out = []
+    for side in (0, 1):
+        n = {pair[side].runs for pair in pairs}
+        if len(n) != 1:
+            return None
+        for i in range(n.pop()):
+            vals = []
+            for a, b in pairs:
+                x, y = (np.delete(a.x, i, axis=0), b.x) if side == 0 else (a.x, np.delete(b.x, i, axis=0))
+                vals.append(probability_of_improvement(x, y))
+            out.append([float(np.mean(vals))])
+    return np.array(out)
 
 
 def interval_estimates(score_dict: Mapping[str, Any], metric: Any, reps: int | None = None,
                        seed: SeedLike = 0, confidence: float = 0.95, *, task_bootstrap: bool = False,
-                       keep_replicates: bool = False) -> IntervalEstimates:
+                       keep_replicates: bool = False, method: str = "percentile",
+                       matrix_function: bool | None = None) -> IntervalEstimates:
     """Point estimates and stratified-bootstrap percentile intervals for every entry of ``score_dict``.
 
     Args:
@@ -614,8 +885,11 @@ def interval_estimates(score_dict: Mapping[str, Any], metric: Any, reps: int | N
             ``metric="probability_of_improvement"`` an entry is a pair ``(x, y)`` (run counts may
             differ) or a mapping ``{domain: (x, y)}``.
         metric: ``"iqm"``, ``"mean"``, ``"median"``, ``"optimality_gap"``, ``"probability_of_improvement"``,
-            a `Metric`, a function mapping ``(replicates, runs, tasks)`` blocks to ``(replicates,)``,
-            or a list of aggregate metrics (evaluated on the same replicates; results are then arrays).
+            a `Metric`, a function, or a list of aggregate metrics (evaluated on the same replicates;
+            results are then arrays). A function either maps ``(replicates, runs, tasks)`` blocks to
+            ``(replicates,)`` (fast) or, as in rliable, one ``(runs, tasks)`` matrix to a number or a
+            ``(k,)`` array (called once per replicate); ``matrix_function`` says which, or (None)
+            it is detected on a probe.
         reps: bootstrap replicates; None gives `AGGREGATE_REPS` (50,000) for aggregates and
             `PROFILE_REPS` (2,000) for the probability of improvement.
         seed: an integer (or SeedSequence) from which every entry derives its own generators, or a
@@ -624,26 +898,34 @@ def interval_estimates(score_dict: Mapping[str, Any], metric: Any, reps: int | N
         task_bootstrap: also resample tasks (within each domain), which estimates the sensitivity of
             the aggregate to the choice of tasks. Not available for probability of improvement.
         keep_replicates: keep the bootstrap values in ``result.replicates``.
+        method: ``"percentile"`` (rliable's, the default), ``"rescaled"`` or ``"bca"``
+            (`INTERVAL_METHODS`; the module docstring defines them).
+        matrix_function: for a function ``metric``: True for a function of one matrix (rliable's
+            convention), False for a batched function, None to detect which.
     """
     confidence = _check_confidence(confidence)
+    method = _check_method(method)
+    rescale = method == "rescaled"
     if not isinstance(score_dict, Mapping) or len(score_dict) == 0:
         raise ScoringError("score_dict must be a non-empty mapping {name: scores}")
     is_poi = isinstance(metric, str) and metric == _POI
+    metrics: list[Metric] = []
     if is_poi:
-        metrics, single = [], True
+        single = True
         names: tuple[str, ...] = (_POI,)
     else:
-        metrics, single = _resolve_metrics(metric)
+        metrics, single = _resolve_metrics(metric, matrix_function)
         names = tuple(m.name for m in metrics)
     reps = _check_reps((PROFILE_REPS if is_poi else AGGREGATE_REPS) if reps is None else reps)
-    result = IntervalEstimates({}, {}, reps, confidence, {}, names)
+    result = IntervalEstimates({}, {}, reps, confidence, {}, names, method=method)
     for key, entry in score_dict.items():
         groups = _entry_groups(entry, str(key))
         if is_poi:
-            points, values, label = _bootstrap_poi(groups, reps, seed, task_bootstrap)
+            points, values, label, jack = _bootstrap_poi(groups, reps, seed, task_bootstrap, rescale)
         else:
-            points, values, label = _bootstrap_aggregate(groups, metrics, reps, seed, task_bootstrap)
-        interval = percentile_interval(values, confidence)
+            points, values, label, jack = _bootstrap_aggregate(groups, metrics, reps, seed, task_bootstrap,
+                                                               rescale)
+        interval = _interval(method, values, points, jack, confidence)
         if single and values.shape[1] == 1:
             result.points[key] = float(points[0])
             result.intervals[key] = interval[:, 0]

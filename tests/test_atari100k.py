@@ -1,4 +1,4 @@
-"""Reproduce the rliable paper's Atari 100k analysis from its per-run scores (tests/data/atari100k,
+"""Reproduce the rliable paper's Atari 100k analysis from its per-run scores (polar_bench/data/atari100k,
 see its README for provenance), and guard the table that `report` renders from them."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from polar_bench import scoring
 from polar_bench.cli import main
 
-DATA = Path(__file__).parent / "data" / "atari100k"
+DATA = Path(__file__).parent.parent / "polar_bench" / "data" / "atari100k"
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("POLAR_BENCH_UPDATE_GOLDEN") == "1"
 
@@ -43,7 +43,7 @@ def raw_scores() -> dict[str, np.ndarray]:
     for label, name in FILES.items():
         data = _load(name)
         out[label] = np.array([data[g] for g in games], dtype=float).T
-    by_game = defaultdict(dict)
+    by_game: defaultdict[str, dict[int, float]] = defaultdict(dict)
     for rec in _load("CURL_10_evals"):
         by_game[rec["game"]][rec["seed"]] = rec["HNS"]
     curl = np.array([[by_game[g][s] for s in sorted(by_game[g])] for g in games]).T
@@ -60,7 +60,7 @@ def normalized_scores() -> dict[str, np.ndarray]:
     for label, name in FILES.items():
         data = _load(name)
         out[label] = (np.array([data[g] for g in games], dtype=float).T - lo) / (hi - lo)
-    by_game = defaultdict(dict)
+    by_game: defaultdict[str, dict[int, float]] = defaultdict(dict)
     for rec in _load("CURL_10_evals"):
         by_game[rec["game"]][rec["seed"]] = rec["HNS"]
     out["CURL"] = np.array([[by_game[g][s] for s in sorted(by_game[g])] for g in games]).T
@@ -143,3 +143,29 @@ def test_report_renders_the_paper_table(tmp_path, capsys):
             golden.write_bytes(rendered)
         assert golden.is_file(), f"missing {golden}; run with POLAR_BENCH_UPDATE_GOLDEN=1"
         assert rendered == golden.read_bytes(), f"aggregates.{ext} differs from {golden}"
+
+
+def test_reproduce_command_checks_the_published_values(tmp_path, capsys):
+    from polar_bench.published import ATARI100K
+
+    assert {k: v["iqm"] for k, v in ATARI100K.published.items()} == PAPER_IQM
+    for label, matrix in ATARI100K.normalized_scores().items():  # the package's copy, read its own way
+        np.testing.assert_array_equal(matrix, normalized_scores()[label])
+    code = main(["reproduce", "atari100k", "--reps", "200", "--out", str(tmp_path)])
+    out, _ = capsys.readouterr()
+    assert code == 0 and "reproduced: all 9 published values" in out
+    assert "SPR        100   IQM             0.337 [" in out and out.count(" yes") == 9
+    assert (tmp_path / "atari100k_aggregates.png").stat().st_size > 10_000
+
+
+def test_reproduce_refuses_an_unknown_table_and_reports_a_mismatch(capsys, monkeypatch):
+    code = main(["reproduce", "atari200k"])
+    assert code == 2 and "no published table 'atari200k'; choose from atari100k" in capsys.readouterr().err
+    from polar_bench import published
+
+    wrong = published.PublishedTable(**{**published.ATARI100K.__dict__,
+                                        "published": {**published.ATARI100K.published, "DER": {"iqm": 0.190}}})
+    monkeypatch.setitem(published.TABLES, "atari100k", wrong)
+    code = main(["reproduce", "atari100k", "--reps", "50"])
+    out = capsys.readouterr().out
+    assert code == 1 and "NOT REPRODUCED: 1 of 9 published values differ: DER iqm: 0.183 vs published 0.19" in out

@@ -9,11 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_leaderboard_fixtures import XSS_NAME, add_verification, make_leaderboard, valid_results, write_json
 
 from polar_bench.cli import main
 from polar_bench.leaderboard import RankingOptions, build, load_entries
-from test_leaderboard_fixtures import (XSS_NAME, add_verification, make_leaderboard, valid_results,
-                                       write_json)
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -82,12 +81,13 @@ def test_submit_user_errors(tmp_path, capsys):
 
 def test_build_ranks_marks_ties_and_escapes(board):
     readme = (board / "README.md").read_text()
-    lines = [l for l in readme.splitlines() if l.startswith("| ")]
+    lines = [line for line in readme.splitlines() if line.startswith("| ")]
     assert lines[0].startswith("| Rank | Agent ")
-    rows = [[c.strip() for c in l.split("|")[1:-1]] for l in lines[2:]]
-    assert [r[0] for r in rows] == ["1", "2 ≈", "3", "—"]
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in lines[2:]]
+    assert [r[0] for r in rows] == ["1", "1 ≈", "3", "—"]  # tied entries share a rank
     assert [r[1] for r in rows] == ["strong", "close-second", "&lt;script&gt;alert(1)&lt;/script&gt;", "weak"]
-    assert [r[-2] for r in rows] == ["yes", "no", "no", "failed"]
+    assert [r[-2] for r in rows] == ["10 of 1,770 episodes re-run, 0 of 38 tasks, 2026-02-01", "not verified",
+                                     "not verified", "failed (3 of 10 differ)"]
     assert "<script>" not in readme and "failed verification; not ranked" in readme
     for page in (board / "site").glob("*.html"):
         html = page.read_text()
@@ -95,10 +95,13 @@ def test_build_ranks_marks_ties_and_escapes(board):
         assert html.count("<script") == 1
     data = json.loads((board / "leaderboard.json").read_text())
     entries = data["boards"][0]["entries"]
-    assert [e["rank"] for e in entries] == [1, 2, 3, None]
-    assert entries[1]["tied_with_leader"] and not entries[2]["tied_with_leader"]
-    low, high = entries[1]["p_leader_better"]["low"], entries[1]["p_leader_better"]["high"]
+    assert [e["rank"] for e in entries] == [1, 1, 3, None]
+    assert [e["verdict_vs_above"] for e in entries] == [None, "tied", "better", None]
+    assert entries[1]["tied_with_above"] and not entries[2]["tied_with_above"]
+    assert entries[2]["above"] == "close-second"  # every adjacent pair, not only against the leader
+    low, high = entries[1]["p_above_better"]["low"], entries[1]["p_above_better"]["high"]
     assert low <= 0.5 <= high
+    assert entries[2]["p_above_better"]["low"] > 0.5
     assert entries[2]["name"] == XSS_NAME
     plots = sorted(p.name for p in (board / "site" / "plots").glob("*.png"))
     assert {"leaderboard-v1-iqm.png", "leaderboard-v1-profiles.png", "leaderboard-v1-improvement.png",

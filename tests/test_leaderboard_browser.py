@@ -8,11 +8,11 @@ Skipped when no Chromium is installed (Debian: ``apt-get install -y chromium chr
 from __future__ import annotations
 
 import pytest
+from test_leaderboard_fixtures import XSS_INFO, XSS_NAME, add_verification, make_leaderboard
 
 from polar_bench.leaderboard import RankingOptions, build
 from polar_bench.leaderboard.browser import Chromium, find_chromium
 from polar_bench.leaderboard.site import SITE_TITLE
-from test_leaderboard_fixtures import XSS_INFO, XSS_NAME, add_verification, make_leaderboard
 
 pytestmark = pytest.mark.skipif(
     find_chromium() is None,
@@ -57,10 +57,11 @@ def test_table_renders_with_ranks_ties_and_escaped_names(site, browser):
     browser.open((site / "index.html").as_uri())
     rows = browser.evaluate(ROWS)
     assert [r[1] for r in rows] == ["strong", "close-second", XSS_NAME, "weak"]
-    assert [r[0] for r in rows] == ["1", "2 ≈", "3", "—"]
+    assert [r[0] for r in rows] == ["1", "1 ≈", "3", "—"]  # tied entries share a rank
     header = browser.evaluate("Array.from(document.querySelectorAll('table.sortable th')).map(t => t.textContent)")
     assert header[:8] == ["Rank", "Agent", "Overall IQM", "classic", "dmc", "procgen", "nethack", "babyai"]
-    assert rows[0][-2:] == ["yes", "2026-01-10"] and rows[3][-2] == "failed"
+    assert rows[0][-2:] == ["10 of 1,770 episodes re-run, 0 of 38 tasks, 2026-02-01", "2026-01-10"]
+    assert rows[3][-2] == "failed (3 of 10 differ)"
     assert rows[1][-3] == "1,248", "LLM tokens per episode of the LLM agent"
     assert browser.evaluate("document.querySelector('tr.tied td:nth-child(2)').textContent") == "close-second"
     assert_nothing_ran(browser)
@@ -96,7 +97,7 @@ def test_domain_view_and_entry_page(site, browser, tmp_path):
     assert header[2] == "classic IQM" and "gym/CartPole-v1" in header
     assert_nothing_ran(browser)
 
-    browser.click(f"a[href^='entry-']:not([href='index.html'])")  # the first agent's page
+    browser.click("a[href^='entry-']:not([href='index.html'])")  # the first agent's page
     browser.wait_event("Page.loadEventFired")
     assert browser.evaluate("document.querySelector('h1').textContent") in {"strong", "close-second"}
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ def _common(p, poi: bool = False, profiles: bool = False) -> None:
     g.add_argument("--seed", type=int, default=0,
                    help="seed of the bootstrap; the same input and seed give the same intervals (default: 0)")
     g.add_argument("--confidence", type=float, default=0.95,
-                   help="coverage of the percentile intervals (default: %(default)s)")
+                   help="nominal coverage of the intervals (default: %(default)s)")
+    g.add_argument("--interval", choices=scoring.INTERVAL_METHODS, default=None,
+                   help="interval method: percentile (rliable's, to reproduce published tables; the default), "
+                        "rescaled (better coverage with few runs; the leaderboard's) or bca; docs/scoring.md")
     g.add_argument("--gamma", type=float, default=1.0,
                    help="threshold of the optimality gap (default: %(default)s)")
     g.add_argument("--task-bootstrap", action="store_true",
@@ -82,6 +86,8 @@ def register(sub) -> None:
 
 
 def _check_args(args) -> None:
+    args.interval_given = args.interval is not None
+    args.interval = args.interval or "percentile"
     for name in ("reps", "poi_reps", "profile_reps"):
         value = getattr(args, name, None)
         if value is not None and value < 1:
@@ -99,7 +105,21 @@ def _check_args(args) -> None:
 def _aggregate(agent: analysis.AgentScores, args) -> list[analysis.ScopeEstimates]:
     return analysis.aggregate(agent, METRICS, gamma=args.gamma, reps=args.reps, seed=args.seed,
                               confidence=args.confidence, allow_incomplete=args.allow_incomplete,
-                              task_bootstrap=args.task_bootstrap)
+                              task_bootstrap=args.task_bootstrap, method=args.interval)
+
+
+def coverage_warning(runs: int, method: str) -> str | None:
+    """One line for fewer than `scoring.FEW_RUNS` runs: the coverage measured for this run count
+    and interval method (`scoring.MEASURED_COVERAGE`), or None."""
+    if runs >= scoring.FEW_RUNS or runs < 2:
+        return None  # one run has its own warning: its intervals reflect evaluation noise only
+    measured = scoring.MEASURED_COVERAGE.get(method, {}).get(runs)
+    best = scoring.MEASURED_COVERAGE.get("rescaled", {}).get(runs)
+    what = (f"covered the true overall IQM in {measured:.1%} of simulated experiments" if measured is not None
+            else "have no measured coverage at this run count")
+    hint = (f"; --interval rescaled measured {best:.1%}" if method != "rescaled" and best is not None else "")
+    return (f"warning: {runs} runs: nominal 95% {method} intervals {what} (benchmarks/interval_coverage.py, "
+            f"docs/scoring.md){hint}; {scoring.FEW_RUNS} or more runs make them reliable")
 
 
 def _progress(total: int, desc: str):
@@ -120,7 +140,7 @@ def _scores_and_pairs(agents, args, desc: str):
         for x, y in pairs_todo:
             pairs.append((x.label, y.label, analysis.improvement(
                 x, y, reps=args.poi_reps, seed=args.seed, confidence=args.confidence,
-                allow_incomplete=args.allow_incomplete)))
+                allow_incomplete=args.allow_incomplete, method=args.interval)))
             bar.update()
     return results, pairs
 
@@ -206,7 +226,7 @@ def _agent_json(a: analysis.AgentScores, scopes) -> dict:
 def _stats_json(args) -> dict:
     out = {"reps": args.reps, "seed": args.seed, "confidence": args.confidence, "gamma": args.gamma,
            "task_bootstrap": args.task_bootstrap, "allow_incomplete": args.allow_incomplete,
-           "interval": "percentile, stratified bootstrap", "domain_weighting": "equal"}
+           "interval": f"{args.interval}, stratified bootstrap", "domain_weighting": "equal"}
     if hasattr(args, "poi_reps"):
         out["poi_reps"] = args.poi_reps
     return out
@@ -216,13 +236,16 @@ def score(args) -> int:
     _check_args(args)
     agent = analysis.agent_scores(args.results, domains=args.domains)
     scopes = _aggregate(agent, args)
+    warning = coverage_warning(agent.runs, args.interval)
+    if warning:
+        print(warning, file=sys.stderr)
     if args.json:
         print(_dumps({**_agent_json(agent, scopes), "statistics": _stats_json(args),
                       "tasks": analysis.task_rows(agent), "errors": analysis.error_summary(agent),
                       "llm": agent.llm, "timing": agent.timing}))
         return 0
     table = report.score_table(agent.label, scopes, confidence=args.confidence, reps=args.reps,
-                               digits=args.digits, task_bootstrap=args.task_bootstrap)
+                               digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
     sections = ["\n".join(_header(agent)), table.to_text(), report.task_table([agent], args.digits).to_text(),
                 "\n".join(_error_lines(agent) + _llm_lines(agent) + _timing_lines(agent))]
     print("\n".join(s.rstrip("\n") + "\n" for s in sections), end="")
@@ -243,9 +266,12 @@ def _load_many(paths: list[str], at_least: int, command: str,
 def compare(args) -> int:
     _check_args(args)
     agents, notes = _load_many(args.results, 2, "compare", args.domains)
+    warning = coverage_warning(min(a.runs for a in agents), args.interval)
+    if warning:
+        print(warning, file=sys.stderr)
     results, pairs = _scores_and_pairs(agents, args, "compare")
     if args.json:
-        print(_dumps({"agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results)],
+        print(_dumps({"agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results, strict=True)],
                       "probability_of_improvement": [{"x": x, "y": y, "scopes": [s.to_json() for s in sc]}
                                                      for x, y, sc in pairs],
                       "statistics": _stats_json(args), "notes": notes}))
@@ -255,8 +281,9 @@ def compare(args) -> int:
         lines += _header(a)[:1]
     lines += [f"note: {n}" for n in notes]
     side = report.side_by_side_table(results, METRICS, confidence=args.confidence, reps=args.reps,
-                                     digits=args.digits, task_bootstrap=args.task_bootstrap)
-    poi = report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps, digits=args.digits)
+                                     digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
+    poi = report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps, digits=args.digits,
+                                   method=args.interval)
     failures = [f"{a.label}: " + _error_lines(a)[0] for a in agents]
     print("\n".join(["\n".join(lines), "", side.to_text().rstrip("\n"), "", poi.to_text().rstrip("\n"), "",
                      *failures]))
@@ -268,13 +295,16 @@ FORMATS = {"markdown": "to_markdown", "latex": "to_latex", "csv": "to_csv", "tex
 
 def _leaderboard_report(args) -> int:
     """`report LEADERBOARD_DIR`: the leaderboard's table, exactly as `leaderboard build` writes it."""
-    from .leaderboard import ranking_options
     from ..leaderboard import markdown_table, render_tables
+    from .leaderboard import ranking_options
 
     if args.task_bootstrap or args.allow_incomplete or args.gamma != 1.0 or args.domains:
         raise UserError("--task-bootstrap, --allow-incomplete, --gamma and --domains do not apply to a "
                         "leaderboard folder")
-    tables = [t for _, t in render_tables(args.results[0], ranking_options(args))]
+    options = ranking_options(args)
+    if args.interval_given:
+        options = replace(options, method=args.interval)
+    tables = [t for _, t in render_tables(args.results[0], options)]
     fmt = args.format or "markdown"
 
     def render(t):
@@ -305,28 +335,29 @@ def report_command(args) -> int:
         agents = analysis.final_budget(agents_all)
         results = [(a.label, _aggregate(a, args)) for a in agents]
         table = report.aggregates_table(results, METRICS, confidence=args.confidence, reps=args.reps,
-                                        digits=args.digits, task_bootstrap=args.task_bootstrap)
+                                        digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
         print(getattr(table, FORMATS[args.format])(), end="")
         return 0
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise UserError(f"--out {str(out)!r} exists and is not a folder")
     if not args.no_plots:
-        report._matplotlib()  # fail before any work when matplotlib is missing
+        report.require_matplotlib()  # fail before any work when matplotlib is missing
     agents = analysis.final_budget(agents_all)
     results, pairs = _scores_and_pairs(agents, args, "report: statistics")
     curves = analysis.sample_efficiency(agents_all, "iqm", gamma=args.gamma, reps=args.reps, seed=args.seed,
-                                        confidence=args.confidence, allow_incomplete=args.allow_incomplete)
+                                        confidence=args.confidence, allow_incomplete=args.allow_incomplete,
+                                        method=args.interval)
 
     tables = [report.aggregates_table(results, METRICS, confidence=args.confidence, reps=args.reps,
-                                      digits=args.digits, task_bootstrap=args.task_bootstrap),
+                                      digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval),
               report.task_table(agents, args.digits)]
     if pairs:
         tables.append(report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps,
-                                               digits=args.digits))
+                                               digits=args.digits, method=args.interval))
     if curves:
         tables.append(report.sample_efficiency_table(curves, "iqm", confidence=args.confidence,
-                                                     reps=args.reps, digits=args.digits))
+                                                     reps=args.reps, digits=args.digits, method=args.interval))
     written = []
     for t in tables:
         written += t.write(out / "tables")
@@ -347,7 +378,7 @@ def report_command(args) -> int:
     report_md = out / "report.md"
     report_md.write_bytes(("\n".join(md).rstrip("\n") + "\n").encode("utf-8"))
     (out / "report.json").write_bytes(_dumps({
-        "agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results)],
+        "agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results, strict=True)],
         "probability_of_improvement": [{"x": x, "y": y, "scopes": [s.to_json() for s in sc]}
                                        for x, y, sc in pairs],
         "sample_efficiency": {k: [{"training_steps": s, **e.to_json()} for s, e in v]

@@ -71,10 +71,11 @@ class Chromium:
 
     def __init__(self, executable: str | None = None, width: int = 1280, height: int = 900,
                  timeout: float = 30.0):
-        self.executable = executable or find_chromium()
-        if not self.executable:
+        found = executable or find_chromium()
+        if not found:
             raise BrowserError("no Chromium found: install it (Debian: apt-get install -y chromium) "
                                "or set POLAR_BENCH_CHROMIUM to its path")
+        self.executable: str = found
         self.width, self.height, self.timeout = width, height, timeout
         self.proc: subprocess.Popen | None = None
         self.profile: tempfile.TemporaryDirectory | None = None
@@ -86,7 +87,7 @@ class Chromium:
         self.session: str | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
-    def __enter__(self) -> "Chromium":
+    def __enter__(self) -> Chromium:
         self.start()
         return self
 

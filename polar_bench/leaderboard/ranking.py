@@ -4,10 +4,18 @@ Entries are grouped by suite (name, version, hash); within a suite they are rank
 estimate of the overall IQM (every domain weighted equally; docs/scoring.md), higher first. An entry
 whose verification failed is listed last, without a rank, and cannot lead.
 
-Statistical ties: for every ranked entry E below the leader L, the probability of improvement
-P(L > E) is estimated over all domains with its stratified-bootstrap interval
-(`polar_bench.analysis.improvement`). When that interval contains 0.5, L's advantage over E is not
-statistically distinguishable from no advantage, and E is marked *tied with the leader* (``≈``).
+Statistical ties: every adjacent pair of ranked entries (A above B by IQM) is compared by the
+probability of improvement P(A > B) over all domains, with its stratified-bootstrap interval
+(`polar_bench.analysis.improvement`, interval method `RankingOptions.method`). The whole interval
+decides: above 0.5, A is *better*; below 0.5, A is *worse* (B improves on A although A's IQM is
+higher: the row is flagged, ``†``, as a disagreement of the two measures); containing 0.5, the two
+are *tied* (``≈``) and share a rank. Ranks are shared along chains of ties, on every page.
+
+Budgets: an entry's training budget comes from its AGENT_INFO: ``training_steps_per_task`` (task id
+to environment steps) when present, else ``training_steps`` per domain (then counted for every task
+of the domain). The total per run is the sum over tasks; a domain whose tasks were trained on fewer
+steps than the suite's protocol budget (parsed from the suite's domain ``budget`` text, e.g. "500k
+environment steps per task") is marked ``▿`` in the main table.
 
 The same `Table` is rendered into ``leaderboard/README.md`` (Markdown), ``leaderboard-<suite>.tex``
 and ``.csv``, and by ``python -m polar_bench report leaderboard/ --format latex``; the same numbers
@@ -20,18 +28,22 @@ import html
 import math
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import Any
 
-from .. import analysis, report, scoring
+from .. import analysis, scoring
 from ..analysis import OVERALL, AgentScores, Estimate, ScopeEstimates
-from ..report import DASH, Table, Value
+from ..report import DASH, Table, Value, interval_note, mark_best, slug
 from .entries import Entry
 
 __all__ = ["RankingOptions", "Row", "Board", "rank_entries", "leaderboard_table", "markdown_table",
-           "steps_text", "TIE_MARK"]
+           "steps_text", "TIE_MARK", "DISAGREE_MARK", "BELOW_BUDGET_MARK", "Verification", "verification",
+           "protocol_budgets", "compare_adjacent"]
 
 TIE_MARK = "≈"
+DISAGREE_MARK = "‡"
+BELOW_BUDGET_MARK = "▿"
 POI = "probability_of_improvement"
 
 
@@ -45,6 +57,72 @@ class RankingOptions:
     seed: int = 0
     confidence: float = 0.95
     digits: int = 3
+    method: str = "rescaled"
+    """Interval method of the board (`polar_bench.scoring.INTERVAL_METHODS`), for the IQM intervals
+    and for the probability of improvement that decides ties: the one with the best measured coverage
+    at the suite's 3 runs (docs/scoring.md, benchmarks/interval_coverage.py)."""
+
+
+@dataclass(frozen=True)
+class Verification:
+    """What the latest verification record of an entry says, in one line (`text`).
+
+    ``status``: ``"verified"``, ``"failed"``, ``"not_verifiable"`` or ``"unverified"`` (no record).
+    """
+
+    status: str
+    text: str
+    detail: str = ""
+
+
+def verification(records: Sequence[dict], tasks: int) -> Verification:
+    """The display of an entry's verification from its records (oldest first) and its task count.
+
+    "N of M episodes re-run, T of U tasks, DATE" when the latest record passed; "failed (k of N
+    differ)" when it did not; "not verifiable" when it says ``"status": "not_verifiable"`` (its
+    ``reason`` becomes the detail); "not verified" without any record.
+    """
+    if not records:
+        return Verification("unverified", "not verified")
+    v = records[-1]
+    date = str(v.get("date") or "")[:10]
+    if v.get("status") == "not_verifiable":
+        return Verification("not_verifiable", "not verifiable", str(v.get("reason") or ""))
+    rows = [r for r in v.get("episodes") or [] if isinstance(r, dict)]
+    sample = v.get("sample", len(rows))
+    if not v.get("passed"):
+        differ = v.get("mismatched")
+        if not isinstance(differ, int):
+            differ = sum(1 for r in rows if r.get("match") is False or (r.get("mismatched") or 0) > 0)
+        return Verification("failed", f"failed ({differ} of {sample} differ)", date)
+    covered = len({r.get("task") for r in rows if r.get("task")})
+    population = v.get("population")
+    of = f" of {population:,}" if isinstance(population, int) else ""
+    return Verification("verified", f"{sample:,}{of} episodes re-run, {covered} of {tasks} tasks, {date}")
+
+
+_BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)\s*([kKMG]?)\s+environment steps per (?:task|game|level)")
+_UNITS = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9}
+
+
+def protocol_budgets(suite: dict) -> dict[str, int]:
+    """The protocol's training budget per task of every domain of a released suite (environment
+    steps), parsed from the domain's ``budget`` text; empty for a suite that is not released here
+    (matched by name and content hash) and without domains whose text names no number."""
+    from ..suite import load_suite
+
+    try:
+        s = load_suite(str(suite.get("name")))
+    except Exception:  # an unreleased or renamed suite simply has no protocol budget to compare with
+        return {}
+    if s.hash != suite.get("hash"):
+        return {}
+    out = {}
+    for d in s.domains:
+        m = _BUDGET.search(d.budget)
+        if m:
+            out[d.name] = int(float(m.group(1)) * _UNITS[m.group(2)])
+    return out
 
 
 @dataclass
@@ -56,10 +134,15 @@ class Row:
     info: dict
     scopes: list[ScopeEstimates]
     rank: int | None = None
-    tied: bool = False
-    poi_vs_leader: Estimate | None = None  # P(leader > this entry), None for the leader itself
-    budget: dict = field(default_factory=dict)
+    tied: bool = False  # tied with the ranked entry just above (and sharing its rank)
+    above: str | None = None  # label of the ranked entry just above
+    poi_vs_above: Estimate | None = None  # P(entry above > this entry), None for the first
+    verdict: str | None = None  # "better", "worse" or "tied": the entry above compared with this one
+    budget: dict = field(default_factory=dict)  # training steps per domain (sum over its tasks)
+    task_budget: dict = field(default_factory=dict)  # training steps per task
+    below_budget: tuple[str, ...] = ()  # domains trained below the suite's protocol budget
     llm_tokens: float | None = None
+    check: Verification = Verification("unverified", "not verified")
 
     @property
     def label(self) -> str:
@@ -85,11 +168,17 @@ class Row:
 
     @property
     def budget_total(self) -> int:
+        """Environment steps of training per run, summed over every task."""
         return int(sum(self.budget.values()))
 
     @property
     def verification(self) -> str:
-        return self.entry.verification_status
+        return self.check.status
+
+    @property
+    def disagrees(self) -> bool:
+        """True when the entry above (higher IQM) is worse by the probability of improvement."""
+        return self.verdict == "worse"
 
 
 @dataclass
@@ -100,10 +189,39 @@ class Board:
     domains: list[str]
     rows: list[Row]
     options: RankingOptions
+    comparisons: dict = field(default_factory=dict)  # (id above, id below) -> improvement scopes
+
+    def improvement(self, above: Row, below: Row) -> list[ScopeEstimates]:
+        """`analysis.improvement` of ``above`` over ``below`` (every domain and overall), computed once."""
+        key = (above.entry.id, below.entry.id)
+        if key not in self.comparisons:
+            o = self.options
+            self.comparisons[key] = analysis.improvement(above.agent, below.agent, reps=o.poi_reps, seed=o.seed,
+                                                         confidence=o.confidence, method=o.method)
+        return self.comparisons[key]
+
+    def domain_ranking(self, domain: str) -> list[tuple[Row, int | None, str | None, Estimate | None]]:
+        """The entries ordered by the IQM of ``domain`` (failed verifications last, unranked), each with
+        its rank there, its verdict against the entry above and P(above > entry) on that domain; tied
+        entries share a rank, as on the main table."""
+        def point(r: Row) -> float:
+            est = r.estimate(domain)
+            return est.point if est is not None and math.isfinite(est.point) else -math.inf
+
+        ranked = sorted(self.ranked, key=lambda r: -point(r))
+        comparisons: list[tuple[str | None, Estimate | None]] = [(None, None)]
+        for above, r in zip(ranked, ranked[1:], strict=False):
+            est = next((s.estimates.get(POI) for s in self.improvement(above, r) if s.scope == domain), None)
+            comparisons.append((verdict_of(est), est))
+        ranks = share_ranks([point(r) for r in ranked], [v == "tied" for v, _ in comparisons])
+        out: list[tuple[Row, int | None, str | None, Estimate | None]] = [
+            (r, rank, v, est) for r, rank, (v, est) in zip(ranked, ranks, comparisons, strict=True)]
+        out += [(r, None, None, None) for r in self.rows if r.rank is None]
+        return out
 
     @property
     def name(self) -> str:
-        return f"leaderboard-{_slug(str(self.suite.get('name')))}"
+        return f"leaderboard-{slug(str(self.suite.get('name')))}"
 
     @property
     def ranked(self) -> list[Row]:
@@ -114,10 +232,6 @@ class Board:
         return self.ranked[0] if self.ranked else None
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "suite"
-
-
 def _labels(entries: Sequence[Entry]) -> dict[str, str]:
     """Display names: the agent name, with the entry id appended where two entries share it."""
     by_name = defaultdict(list)
@@ -126,12 +240,67 @@ def _labels(entries: Sequence[Entry]) -> dict[str, str]:
     return {e.id: e.name if len(by_name[e.name]) == 1 else f"{e.name} ({e.id[:6]})" for e in entries}
 
 
-def _budget(info: dict) -> dict:
-    steps = info.get("training_steps", info.get("training_budget"))
-    return {str(k): int(v) for k, v in steps.items()} if isinstance(steps, dict) else {}
+def _steps(value: object) -> int | None:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
+        return int(value)
+    return None
 
 
-def rank_entries(entries: Sequence[Entry], options: RankingOptions = RankingOptions(),
+def _budget(info: dict, agent: AgentScores) -> tuple[dict[str, int], dict[str, int]]:
+    """Training steps per task and per domain (the sum over its tasks), from AGENT_INFO's
+    ``training_steps_per_task``, else its per-domain ``training_steps`` counted for every task."""
+    per_task: dict[str, int] = {}
+    given = info.get("training_steps_per_task")
+    if isinstance(given, dict):
+        per_task = {t.task_id: n for t in agent.tasks if (n := _steps(given.get(t.task_id))) is not None}
+    else:
+        steps = info.get("training_steps", info.get("training_budget"))
+        if isinstance(steps, dict):
+            per_task = {t.task_id: n for t in agent.tasks if (n := _steps(steps.get(t.domain))) is not None}
+    per_domain: dict[str, int] = {}
+    for t in agent.tasks:
+        if t.task_id in per_task:
+            per_domain[t.domain] = per_domain.get(t.domain, 0) + per_task[t.task_id]
+    return per_task, per_domain
+
+
+def _below_budget(agent: AgentScores, per_task: dict[str, int], protocol: dict[str, int]) -> tuple[str, ...]:
+    """Domains with a protocol budget where some task was trained on fewer steps (an untrained
+    entry, with no budget at all, is not marked: it makes no claim about training)."""
+    if not per_task:
+        return ()
+    return tuple(d for d in agent.domains if d in protocol
+                 and any(per_task.get(t.task_id, 0) < protocol[d] for t in agent.domain_tasks(d)))
+
+
+def verdict_of(est: Estimate | None) -> str | None:
+    """From the whole interval of P(above > below): ``"better"`` (it lies above 0.5), ``"worse"``
+    (below 0.5) or ``"tied"`` (it contains 0.5); None without an estimate."""
+    if est is None:
+        return None
+    return "better" if est.low > 0.5 else "worse" if est.high < 0.5 else "tied"
+
+
+def compare_adjacent(board: Board, above: Row, below: Row) -> tuple[Estimate | None, str | None]:
+    """P(above > below) over all domains and its verdict (`verdict_of`)."""
+    est = next((s.estimates.get(POI) for s in board.improvement(above, below) if s.scope == OVERALL), None)
+    return est, verdict_of(est)
+
+
+def share_ranks(points: Sequence[float], tied_with_above: Sequence[bool]) -> list[int]:
+    """Competition ranks (1, 2, 2, 4) of entries in order: an entry shares the rank of the one above
+    when its point estimate is equal or when the two are statistically tied."""
+    ranks: list[int] = []
+    for i, (p, tied) in enumerate(zip(points, tied_with_above, strict=True)):
+        same = i > 0 and (tied or p == points[i - 1])
+        ranks.append(ranks[-1] if same else i + 1)
+    return ranks
+
+
+DEFAULT_OPTIONS = RankingOptions()
+
+
+def rank_entries(entries: Sequence[Entry], options: RankingOptions = DEFAULT_OPTIONS,
                  metrics: Sequence[str] = ("iqm",)) -> list[Board]:
     """Score, rank and mark ties, per suite; suites in order of name and version."""
     labels = _labels(entries)
@@ -142,14 +311,17 @@ def rank_entries(entries: Sequence[Entry], options: RankingOptions = RankingOpti
         agent = analysis.agent_scores(data, label=labels[e.id])
         agent = replace(agent, path=str(e.results_path))
         scopes = analysis.aggregate(agent, metrics, reps=options.reps, seed=options.seed,
-                                    confidence=options.confidence)
+                                    confidence=options.confidence, method=options.method)
         info = data["agent"].get("info") or {}
         tokens = None
         if agent.llm:
             per = agent.llm["per_episode"]
             tokens = per["prompt_tokens"] + per["completion_tokens"]
-        groups[data["suite"]["hash"]].append(Row(e, agent, info, scopes, budget=_budget(info),
-                                                 llm_tokens=tokens))
+        per_task, per_domain = _budget(info, agent)
+        below = _below_budget(agent, per_task, protocol_budgets(data["suite"]))
+        groups[data["suite"]["hash"]].append(Row(e, agent, info, scopes, budget=per_domain, task_budget=per_task,
+                                                 below_budget=below, llm_tokens=tokens,
+                                                 check=verification(e.verifications(), len(agent.tasks))))
         suites[data["suite"]["hash"]] = {k: data["suite"][k] for k in ("name", "version", "hash")}
     boards = []
     for h, rows in groups.items():
@@ -160,19 +332,15 @@ def rank_entries(entries: Sequence[Entry], options: RankingOptions = RankingOpti
         eligible = sorted((r for r in rows if r.verification != "failed"),
                           key=lambda r: (-overall(r), r.entry.submitted, r.entry.id))
         failed = sorted((r for r in rows if r.verification == "failed"), key=lambda r: (r.entry.submitted, r.entry.id))
-        for i, r in enumerate(eligible):
-            same = i > 0 and overall(r) == overall(eligible[i - 1])
-            r.rank = eligible[i - 1].rank if same else i + 1
-        if eligible:
-            leader = eligible[0]
-            for r in eligible[1:]:
-                scopes = analysis.improvement(leader.agent, r.agent, reps=options.poi_reps, seed=options.seed,
-                                              confidence=options.confidence)
-                est = next((s.estimates.get(POI) for s in scopes if s.scope == OVERALL), None)
-                r.poi_vs_leader = est
-                r.tied = est is not None and est.low <= 0.5 <= est.high
-        domains = list(rows[0].agent.domains)
-        boards.append(Board(suites[h], domains, eligible + failed, options))
+        board = Board(suites[h], list(rows[0].agent.domains), eligible + failed, options)
+        for above, r in zip(eligible, eligible[1:], strict=False):
+            r.above = above.label
+            r.poi_vs_above, r.verdict = compare_adjacent(board, above, r)
+            r.tied = r.verdict == "tied"
+        ranks = share_ranks([overall(r) for r in eligible], [r.tied for r in eligible])
+        for r, rank in zip(eligible, ranks, strict=True):
+            r.rank = rank
+        boards.append(board)
     return sorted(boards, key=lambda b: (str(b.suite["name"]), str(b.suite["version"])))
 
 
@@ -186,49 +354,77 @@ def steps_text(steps: int) -> str:
     return str(steps)
 
 
-VERIFIED_TEXT = {"verified": "yes", "unverified": "no", "failed": "failed"}
-
-
 def rank_text(row: Row) -> str:
     if row.rank is None:
         return DASH
-    return f"{row.rank} {TIE_MARK}" if row.tied else str(row.rank)
+    marks = (f" {TIE_MARK}" if row.tied else "") + (f" {DISAGREE_MARK}" if row.disagrees else "")
+    return f"{row.rank}{marks}"
+
+
+def budget_text(row: Row) -> str:
+    """Total steps per run, with the domains trained below the protocol budget."""
+    text = steps_text(row.budget_total)
+    if row.below_budget:
+        text += f" {BELOW_BUDGET_MARK} " + ", ".join(row.below_budget)
+    return text
 
 
 def leaderboard_table(board: Board) -> Table:
     """Rank, agent, overall IQM with its interval, per-domain IQM with intervals, runs, training budget,
     LLM tokens per episode, verification and date; the best value of each IQM column bolded."""
     o = board.options
-    rows = []
+    rows: list[list[Any]] = []
     for r in board.rows:
         rows.append([rank_text(r), r.label, Value.of(r.estimate()),
                      *(Value.of(r.estimate(d)) for d in board.domains),
-                     str(r.agent.runs), steps_text(r.budget_total),
+                     str(r.agent.runs), budget_text(r),
                      r.tokens_text(),
-                     VERIFIED_TEXT[r.verification], r.entry.submitted])
+                     r.check.text, r.entry.submitted])
     ranked = [i for i, r in enumerate(board.rows) if r.rank is not None]
     for j in range(2, 3 + len(board.domains)):
-        best = report._mark_best([rows[i][j] for i in ranked], True)
-        for i, v in zip(ranked, best):
+        best = mark_best([rows[i][j] for i in ranked], True)
+        for i, v in zip(ranked, best, strict=True):
             rows[i][j] = v
     columns = ["Rank", "Agent", "Overall IQM", *board.domains, "Runs", "Budget (steps)", "LLM tokens/ep.",
                "Verified", "Date"]
-    notes = [report._interval_note(o.confidence, o.reps),
+    notes = [interval_note(o.confidence, o.reps, method=o.method),
              "Overall: the mean of the per-domain IQMs (each domain weighted equally, inside every "
              "bootstrap replicate); the other IQM columns are per domain.",
-             f"{TIE_MARK} statistically tied with the leader: the {o.confidence:.0%} interval of "
-             f"P(leader > entry) ({o.poi_reps:,} replicates) contains 0.5.",
-             "Budget: environment steps of training, summed over domains. Verified: yes when a re-run of "
-             "a random sample of its episodes reproduced the returns (python -m polar_bench verify)."]
+             f"{TIE_MARK} statistically tied with the entry above, sharing its rank: the {o.confidence:.0%} "
+             f"interval of P(above > entry) ({o.poi_reps:,} replicates, {o.method}) contains 0.5. Every "
+             "adjacent pair is compared.",
+             "Budget: environment steps of training per run, summed over every task; "
+             f"{BELOW_BUDGET_MARK} names the domains trained below the suite's protocol budget. Verified: "
+             "episodes re-run out of all, tasks covered and date of the latest re-run of a random sample "
+             "(python -m polar_bench verify)."]
+    if any(r.disagrees for r in board.rows):
+        notes.append(f"{DISAGREE_MARK} the entry above has the higher IQM, but the probability of improvement "
+                     "says this entry is better (the interval of P(above > entry) lies below 0.5).")
     if any(r.search_tokens for r in board.rows):
         notes.append("LLM tokens/ep.: prompt + completion tokens per evaluation episode; a second number (+ N before) "
                      "counts the tokens the agent's LLM spent before the evaluation, in all (e.g. a code-generation "
                      "agent's program search; AGENT_INFO llm.search_tokens).")
     if any(r.rank is None for r in board.rows):
         notes.append(f"Rank {DASH}: failed verification; not ranked.")
+    note = coverage_note(min((r.agent.runs for r in board.rows), default=scoring.FEW_RUNS), o.method)
+    if note:
+        notes.append(note)
     s = board.suite
     title = f"Leaderboard of suite {s.get('name')} {s.get('version')} ({str(s.get('hash'))[:19]})"
     return Table(board.name, title, columns, rows, None, notes, o.digits)
+
+
+def coverage_note(runs: int, method: str) -> str | None:
+    """What the intervals' measured coverage is worth at this run count, when below `scoring.FEW_RUNS`."""
+    measured = scoring.MEASURED_COVERAGE.get(method, {}).get(runs)
+    if runs >= scoring.FEW_RUNS or runs < 2 or measured is None:
+        return None
+    best = max((by.get(runs, 0.0), name) for name, by in scoring.MEASURED_COVERAGE.items())
+    verdict = (f"no interval method we measured reaches 93 % at {runs} runs (the best, {best[1]}, {best[0]:.1%})"
+               if best[0] < 0.93 else f"the {best[1]} interval reaches {best[0]:.1%}")
+    return (f"Coverage: with {runs} runs, simulated experiments found the true overall IQM inside these 95 % "
+            f"{method} intervals {measured:.1%} of the time; {verdict}, so the next suite asks for at least "
+            f"{scoring.FEW_RUNS} runs (docs/scoring.md).")
 
 
 def md_escape(text: str) -> str:
@@ -251,17 +447,21 @@ def board_json(board: Board) -> dict:
     for r in board.rows:
         info = r.info
         out.append({
-            "id": r.entry.id, "agent": r.label, "name": info.get("name"), "rank": r.rank, "tied_with_leader": r.tied,
-            "p_leader_better": r.poi_vs_leader.to_json() if r.poi_vs_leader else None,
+            "id": r.entry.id, "agent": r.label, "name": info.get("name"), "rank": r.rank,
+            "above": r.above, "p_above_better": r.poi_vs_above.to_json() if r.poi_vs_above else None,
+            "verdict_vs_above": r.verdict, "tied_with_above": r.tied, "iqm_disagrees": r.disagrees,
             "iqm": {s.scope: s.estimates["iqm"].to_json() for s in r.scopes if "iqm" in s.estimates},
-            "runs": r.agent.runs, "training_steps": r.budget, "llm_tokens_per_episode": r.llm_tokens,
-            "llm_tokens_before_evaluation": r.search_tokens,
-            "verification": r.verification, "submitted": r.entry.submitted,
+            "runs": r.agent.runs, "training_steps_total": r.budget_total, "training_steps": r.budget,
+            "training_steps_per_task": r.task_budget, "below_protocol_budget": list(r.below_budget),
+            "llm_tokens_per_episode": r.llm_tokens, "llm_tokens_before_evaluation": r.search_tokens,
+            "verification": r.verification, "verification_text": r.check.text,
+            "verification_detail": r.check.detail, "submitted": r.entry.submitted,
             "authors": info.get("authors"), "url": info.get("url"), "license": info.get("license"),
             "llm": info.get("llm"), "results": f"entries/{r.entry.id}/results.json",
         })
     return {"suite": board.suite, "domains": board.domains,
             "statistics": {"reps": o.reps, "poi_reps": o.poi_reps, "seed": o.seed, "confidence": o.confidence,
-                           "interval": "percentile, stratified bootstrap", "domain_weighting": "equal",
-                           "tie_rule": "the interval of P(leader > entry) contains 0.5"},
+                           "interval": f"{o.method}, stratified bootstrap", "domain_weighting": "equal",
+                           "tie_rule": "adjacent pairs: the interval of P(above > entry) contains 0.5 (tied), "
+                                       "lies above (better) or below (worse)"},
             "entries": out}
