@@ -225,7 +225,8 @@ def test_performance_profile():
     avg = scoring.performance_profile({"x": x}, tau, kind="average", reps=300)
     np.testing.assert_array_equal(avg.points["x"], scoring.average_score_distribution(x, tau))
     auto = scoring.performance_profile({"x": x, "y": y}, reps=50)
-    assert auto.tau.shape == (101,) and auto.tau[0] == min(0.0, x.min(), y.min()) and auto.tau[-1] == max(x.max(), y.max())
+    assert auto.tau.shape == (101,) and auto.tau[0] == min(0.0, x.min(), y.min())
+    assert auto.tau[-1] == max(x.max(), y.max())
     mixed = scoring.performance_profile({"d": {"a": x, "b": y}}, tau, reps=50)
     np.testing.assert_allclose(mixed.points["d"], (prof.points["x"] + prof.points["y"]) / 2)
 
