@@ -272,3 +272,43 @@ def test_only_the_named_llm_endpoint_is_reachable(tmp_path, capsys):
     assert served and set(served) == {b"ping"}
     assert data["isolation"]["llm_endpoint"] == f"127.0.0.1:{port}"
     assert f"127.0.0.1:{port}" in data["isolation"]["layers"]["network_namespace"]
+
+
+def test_an_agent_process_dies_with_its_worker(tmp_path):
+    """A worker killed mid-episode (Ctrl-C kills the workers) must not leave a hung agent behind."""
+    import signal
+    import subprocess
+    import time
+
+    agent = _write_agent(tmp_path, "hang", attack="""
+        import time
+        time.sleep(1e6)
+    """)
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(f"""
+        import os, sys
+        from polar_bench.evaluate.agents import IsolatedAgents
+        import polar_bench
+        agents = IsolatedAgents({agent!r})
+        slot = agents.make(polar_bench.make("gym/CartPole-v1").task_info, 0)
+        agents.reset([slot], [1])
+        print(agents._proc.pid, flush=True)
+        agents.act([slot], [[0.0, 0.0, 0.0, 0.0]], [{{}}], None)
+    """))
+    worker = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    pid = int(worker.stdout.readline())
+    os.kill(pid, 0)  # the agent process is alive, sleeping in act
+    worker.send_signal(signal.SIGKILL)
+    worker.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        if Path(f"/proc/{pid}/status").exists() and "State:\tZ" in Path(f"/proc/{pid}/status").read_text():
+            break  # a zombie waiting for init to reap it: dead
+        time.sleep(0.1)
+    else:
+        os.kill(pid, signal.SIGKILL)
+        raise AssertionError("the agent process outlived its worker")

@@ -193,8 +193,22 @@ class _Server:
             self.pipe.write(*reply)
 
 
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its worker dies (set after the uid change, which clears it)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # the worker died before the line above
+        os._exit(1)
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
+    parent = os.getppid()
     req, resp = int(cfg["req_fd"]), int(cfg["resp_fd"])
     fwd = cfg.get("forward_fd")
     hi_req, hi_resp = os.dup(req), os.dup(resp)
@@ -216,6 +230,7 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - report, never run the agent half locked down
         pipe.write(b"E", {"error": f"the agent process could not lock itself down: {_format(exc)}"})
         return
+    _die_with_parent(parent)
 
     from polar_bench.agent import agent_info, load_agent_module
     from polar_bench.errors import AgentLoadError
