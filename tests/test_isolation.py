@@ -297,6 +297,7 @@ def test_an_agent_process_dies_with_its_worker(tmp_path):
     """))
     worker = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
     pid = int(worker.stdout.readline())
+    time.sleep(2)  # let the act() request reach it (killed before, the agent would just read EOF and exit)
     os.kill(pid, 0)  # the agent process is alive, sleeping in act
     worker.send_signal(signal.SIGKILL)
     worker.wait()
