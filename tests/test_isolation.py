@@ -219,6 +219,7 @@ def test_the_network_is_unreachable(tmp_path, capsys):
     if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
         pytest.skip("no network namespace on this machine")
     assert all(e["status"] == "agent_error" and "Network is unreachable" in e["error"] for e in episodes)
+    assert all("--llm-endpoint URL" in e["error"] for e in episodes)  # the error says what to do
 
 
 def test_only_the_named_llm_endpoint_is_reachable(tmp_path, capsys):

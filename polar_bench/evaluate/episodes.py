@@ -107,8 +107,16 @@ class _Lane:
         self.harness, self.harness_task = None, None
 
 
+_NO_NETWORK = ("Network is unreachable", "Temporary failure in name resolution", "Name or service not known",
+               "No address associated with hostname")
+NO_NETWORK_HINT = ("\n(the agent process has no network: name the LLM endpoint it calls with --llm-endpoint URL, "
+                   "or pass --agent-network to give it the host's network; see docs/evaluate.md)")
+
+
 def _record(lane: _Lane, status: str = "ok", error: str | None = None) -> dict:
     task, run, index, seed = lane.unit  # type: ignore[misc]  # set while an episode is in progress
+    if status == "agent_error" and error and any(s in error for s in _NO_NETWORK):
+        error += NO_NETWORK_HINT
     rec = {"task": task, "run": run, "index": index, "seed": seed, "return": lane.ret, "length": lane.length,
            "status": status, "error": error, "wall_seconds": round(lane.own, 6),
            "agent_seconds": round(lane.agent_s, 6)}
