@@ -281,14 +281,37 @@ class RayTransport:
 
 
 # ----------------------------------------------------------------------------- the loop
-def next_batch(size: int, retry: deque, todo: deque) -> Batch:
-    """Up to ``size`` new units; a retried unit (second attempt) goes alone."""
+class _Queue:
+    """The units still to play, grouped by task in their order. A worker keeps to one task while it
+    has units (each lane builds a task's environment once: 8 lanes on two workers playing the same
+    task build 16 where 8 would do), then takes the first task no other worker is on, or failing
+    that, shares the task with the most units left."""
+
+    def __init__(self, todo: deque):
+        self.by_task: dict[str, deque[Unit]] = {}
+        for unit in todo:
+            self.by_task.setdefault(unit.task, deque()).append(unit)
+        self.current: dict[int, str] = {}
+
+    def __bool__(self) -> bool:
+        return any(self.by_task.values())
+
+    def take(self, worker: int, size: int) -> list[Unit]:
+        task = self.current.get(worker, "")
+        if not self.by_task.get(task):
+            busy = {t for w, t in self.current.items() if w != worker}
+            free = [t for t, q in self.by_task.items() if q and t not in busy]
+            task = free[0] if free else max(self.by_task, key=lambda t: len(self.by_task[t]))
+            self.current[worker] = task
+        queue = self.by_task[task]
+        return [queue.popleft() for _ in range(min(size, len(queue)))]
+
+
+def next_batch(size: int, retry: deque, todo: _Queue, worker: int = 0) -> Batch:
+    """Up to ``size`` new units for ``worker``; a retried unit (second attempt) goes alone."""
     if retry:
         return [(retry.popleft(), 2)]
-    batch: Batch = []
-    while len(batch) < size and todo:
-        batch.append((todo.popleft(), 1))
-    return batch
+    return [(unit, 1) for unit in todo.take(worker, size)]
 
 
 def failed_record(unit: Unit, status: str, error: str) -> dict:
@@ -313,14 +336,15 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
     """Play ``todo`` on the transport's workers; ``record`` each finished episode and pass each reply
     to ``on_reply`` (isolation layers). Return a fatal agent error (the agent cannot be built), if any."""
     idle = list(range(transport.size))
+    queue = _Queue(todo)
     inflight: dict[int, tuple[Batch, float]] = {}
     retry: deque[Unit] = deque()
     startup_deaths = 0
     fatal = None
-    while (todo or retry or inflight) and fatal is None:
-        while idle and (retry or todo):
+    while (queue or retry or inflight) and fatal is None:
+        while idle and (retry or queue):
             i = idle.pop()
-            batch = next_batch(cfg.envs_per_worker, retry, todo)
+            batch = next_batch(cfg.envs_per_worker, retry, queue, i)
             transport.submit(i, [(u.task, u.run, u.index, u.seed) for u, _ in batch])
             inflight[i] = (batch, time.monotonic())
         for i, reply, why in transport.wait(1.0):
