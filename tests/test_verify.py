@@ -109,7 +109,8 @@ def test_default_sample_meets_the_guarantee_from_fresh_entropy_and_a_seed_redoes
     assert keys[0] != keys[1]
     g = first["guarantee"]
     assert first["population"] == 30 and first["uniform"] == g["required_uniform"] == required_sample(30, 0.05, 0.99)
-    assert g["met"] and g["achieved_probability"] >= 0.99 and first["tasks_covered"] == first["tasks_total"] == 1
+    assert g["met"] and g["achieved_probability"] >= 0.99
+    assert (first["tasks_covered"], first["tasks_total"], first["episodes_total"]) == (1, 38, 1770)  # --tasks said
     # An old file (no digests): returns and lengths compared, and the record says so.
     assert first["passed"] and first["compared_by"] == {"digest": 0, "exact": first["sample"], "tolerance": 0}
     assert "no trajectory digest" in first["notes"][0]

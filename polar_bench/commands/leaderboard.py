@@ -156,6 +156,9 @@ def verify_command(args) -> int:
     by = ", ".join(f"{n} by {k}" for k, n in record["compared_by"].items() if n)
     print(f"{verdict}: {record['matched']} of {record['sample']} sampled episodes (of {record['population']}; "
           f"{record['tasks_covered']} of {record['tasks_total']} tasks) reproduced{how} ({by}); seed {record['seed']}")
+    if record["tasks"]:
+        print(f"note: only tasks matching {' '.join(record['tasks'])} were sampled ({record['population']} of "
+              f"{record['episodes_total']} episodes); the guarantee is about those")
     print(f"guarantee: {g['fraction']:.0%} altered episodes would have been caught with probability "
           f"{g['achieved_probability']:.4f}" + ("" if g["met"] else f" (weaker than the stated {g['probability']})"))
     for note in record["notes"]:

@@ -8,7 +8,9 @@ from a stated guarantee (`DEFAULT_GUARANTEE`): a uniform sample without replacem
 the tasks matching ``--tasks``), so that a file in which at least ``fraction`` of the episodes were
 altered has at least one altered episode in the sample with probability at least ``probability``
 (hypergeometric, exact); plus one episode of every task the uniform part missed, so that a task
-forged as a whole is always caught. A larger ``sample`` enlarges the uniform part; a smaller one is
+forged as a whole is always caught. The record keeps ``population`` (what the guarantee is about) and
+``episodes_total``, and ``tasks_covered`` of ``tasks_total`` (the file's), so a verification restricted
+by ``--tasks`` says what it left out. A larger ``sample`` enlarges the uniform part; a smaller one is
 refused unless ``allow_weaker``, and is then recorded with the weaker probability it gives.
 
 The re-run. Episodes are re-run by `polar_bench.evaluate.run_evaluation`, the machinery of
@@ -164,9 +166,9 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     entry = find_entry(leaderboard, data) if leaderboard is not None else None
     specs = {t.id: t for t in suite.tasks}
     order = {tid: i for i, tid in enumerate(suite.task_ids)}
-    pool = [e for e in data["episodes"] if e.get("status") == "ok" and e.get("task") in specs
-            and e.get("seed") in specs[e["task"]].seeds
-            and (not tasks or any(fnmatch.fnmatchcase(e["task"], g) for g in tasks))]
+    everything = [e for e in data["episodes"] if e.get("status") == "ok" and e.get("task") in specs
+                  and e.get("seed") in specs[e["task"]].seeds]
+    pool = [e for e in everything if not tasks or any(fnmatch.fnmatchcase(e["task"], g) for g in tasks)]
     if not pool:
         raise UserError(f"no successful episode of {results_path} matches --tasks {' '.join(tasks or [])!r}")
     pool.sort(key=lambda e: (order[e["task"]], e["run"], specs[e["task"]].seeds.index(e["seed"])))
@@ -184,8 +186,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     altered = altered_count(len(pool), fraction)
     achieved = float(catch_probability(len(pool), altered, uniform))
     sampling = {
-        "population": len(pool), "sample": len(picked), "uniform": uniform,
-        "tasks_covered": len({e["task"] for e in picked}), "tasks_total": len({e["task"] for e in pool}),
+        "population": len(pool), "episodes_total": len(everything), "sample": len(picked), "uniform": uniform,
+        "tasks_covered": len({e["task"] for e in picked}), "tasks_total": len({e["task"] for e in everything}),
         "guarantee": {"fraction": fraction, "probability": probability, "altered_episodes": altered,
                       "required_uniform": needed, "achieved_probability": round(achieved, 6),
                       "met": uniform >= needed, "every_task": True},
