@@ -15,6 +15,8 @@ file's own SHA-256 is pinned by its results, so the manifest must be able to cha
       ]
     }
 
+``tasks`` (optional, a list) widens ``task``: the artifact is needed by the episodes of any of these
+tasks (an LLM+PPO NetHack episode plays the skill policies of five other NetHack tasks).
 ``path`` is relative to the manifest's folder (``../ppo/checkpoints/...`` lets one agent share another's
 files; absolute paths are refused). ``task``
 and ``run`` are optional: an artifact with them is needed only by the episodes of that task and run,
@@ -61,12 +63,14 @@ class Artifact:
     task: str | None = None
     run: int | None = None
     bytes: int | None = None
+    tasks: tuple[str, ...] | None = None
 
     def needed_by(self, units: Iterable[tuple[str, int]] | None) -> bool:
         """Whether any of these (task, run) pairs plays with this artifact (None: every pair)."""
-        if units is None or self.task is None:
+        users = self.tasks if self.tasks is not None else (self.task,) if self.task is not None else None
+        if units is None or users is None:
             return True
-        return any(t == self.task and (self.run is None or r == self.run) for t, r in units)
+        return any(t in users and (self.run is None or r == self.run) for t, r in units)
 
 
 @dataclass(frozen=True)
@@ -122,9 +126,11 @@ def load_manifest(agent_path: str | Path) -> Manifest | None:
         recipe = a.get("recipe")
         if recipe is not None and recipe not in recipes:
             raise _bad(path, f"artifacts[{i}].recipe {recipe!r} is not one of the recipes {sorted(recipes)}")
-        run = a.get("run")
+        run, users = a.get("run"), a.get("tasks")
+        if users is not None and not (isinstance(users, list) and all(isinstance(t, str) for t in users)):
+            raise _bad(path, f"artifacts[{i}].tasks must be a list of task ids")
         artifacts.append(Artifact(a["path"], sha, recipe, a.get("task"), None if run is None else int(run),
-                                  a.get("bytes")))
+                                  a.get("bytes"), None if users is None else tuple(users)))
     return Manifest(folder, tuple(artifacts), recipes)
 
 

@@ -168,7 +168,8 @@ def test_a_missing_artifact_is_rebuilt_and_checked_then_a_changed_one_is_refused
     sha = hashlib.sha256(WEIGHTS).hexdigest()
     agent = _agent_with_manifest(tmp_path, {"format": 1, "recipes": {"write": {"command": WRITE}}, "artifacts": [
         {"path": "ckpt/cartpole/run0.bin", "sha256": sha, "task": "gym/CartPole-v1", "run": 0, "recipe": "write"},
-        {"path": "ckpt/pendulum/run0.bin", "sha256": "f" * 64, "task": "gym/Pendulum-v1", "run": 0}]})
+        {"path": "ckpt/pendulum/run0.bin", "sha256": "f" * 64, "task": "gym/Pendulum-v1", "run": 0},
+        {"path": "ckpt/skill/run1.bin", "sha256": "e" * 64, "run": 1, "tasks": ["gym/Acrobot-v1", "gym/Pendulum-v1"]}]})
     target = agent.parent / "ckpt" / "cartpole" / "run0.bin"
     rows = ensure_artifacts(agent, [("gym/CartPole-v1", 0)], log=lambda _: None)  # Pendulum's not needed
     assert rows == [{"path": "ckpt/cartpole/run0.bin", "sha256": sha, "status": "rebuilt"}]
@@ -177,8 +178,11 @@ def test_a_missing_artifact_is_rebuilt_and_checked_then_a_changed_one_is_refused
     target.write_bytes(b"other weights\n")
     with pytest.raises(ArtifactError, match="differs from the manifest's"):
         ensure_artifacts(agent, [("gym/CartPole-v1", 0)])
-    with pytest.raises(ArtifactError, match="no recipe to rebuild it"):
+    with pytest.raises(ArtifactError, match="pendulum/run0.bin is missing and its manifest gives no recipe"):
         ensure_artifacts(agent, [("gym/Pendulum-v1", 0)])
+    with pytest.raises(ArtifactError, match="skill/run1.bin is missing"):  # needed by another task's run 1
+        ensure_artifacts(agent, [("gym/Acrobot-v1", 1)])
+    assert ensure_artifacts(agent, [("gym/Acrobot-v1", 0), ("gym/CartPole-v1", 1)]) == []
 
 
 def test_a_rebuild_that_does_not_reproduce_the_file_is_set_aside(tmp_path):

@@ -98,9 +98,10 @@ def missing(families: list[str]) -> list[tuple[str, int]]:
     return out
 
 
-def manifest(checkpoints: Path, prefix: str) -> dict:
+def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None = None) -> dict:
     """The artifacts.json of an agent that plays the checkpoints in ``checkpoints``, named from its
-    folder with ``prefix`` (``checkpoints/`` for this folder's agent, ``../ppo/checkpoints/`` for LLM+PPO)."""
+    folder with ``prefix`` (``checkpoints/`` for this folder's agent, ``../ppo/checkpoints/`` for LLM+PPO).
+    ``shared`` maps a checkpoint's task to every task whose episodes play it (default: its own)."""
     from polar_bench.artifacts import file_sha256
 
     artifacts = []
@@ -111,10 +112,13 @@ def manifest(checkpoints: Path, prefix: str) -> dict:
         family = task.split("/")[0]
         if family not in REBUILT and not pt.is_file():
             continue
-        row = {"path": f"{prefix}{task}/run{run}.pt", "sha256": file_sha256(pt) if pt.is_file() else None,
-               "bytes": pt.stat().st_size if pt.is_file() else None, "task": task, "run": run}
+        on_disk = pt.is_file()
+        row: dict[str, object] = {"path": f"{prefix}{task}/run{run}.pt", "sha256": file_sha256(pt) if on_disk else None,
+                                  "bytes": pt.stat().st_size if on_disk else None, "task": task, "run": run}
         if family in REBUILT:
             row["recipe"] = "retrain"
+        if shared and task in shared:
+            row["tasks"] = shared[task]
         artifacts.append(row)
     return {"format": 1,
             "about": "PPO checkpoints (baselines/ppo/README.md, 'Artifacts'): committed ones are checked; "
@@ -123,10 +127,24 @@ def manifest(checkpoints: Path, prefix: str) -> dict:
             "recipes": {"retrain": RECIPE}, "artifacts": artifacts}
 
 
+def llm_ppo_shared() -> dict[str, list[str]]:
+    """LLM+PPO's executors: a NetHack episode loads the skill policies (baselines/llm_ppo/skills.py),
+    a BabyAI episode GoToLocal's, beside its own task's."""
+    from polar_bench import load_suite
+
+    from ..llm_ppo.skills import NETHACK_SKILLS
+
+    ids = load_suite("v1").task_ids
+    shared = {f"nethack/{name}": [t for t in ids if t.startswith("nethack/")] for name in NETHACK_SKILLS.values()}
+    shared["babyai/GoToLocal"] = [t for t in ids if t.startswith("babyai/")]
+    return shared
+
+
 def write_manifests() -> list[Path]:
     out = []
-    for folder, prefix in ((HERE, "checkpoints/"), (HERE.parent / "llm_ppo", "../ppo/checkpoints/")):
-        data = manifest(HERE / "checkpoints", prefix)  # both folders are two below the repository root
+    for folder, prefix, shared in ((HERE, "checkpoints/", None),
+                                   (HERE.parent / "llm_ppo", "../ppo/checkpoints/", llm_ppo_shared())):
+        data = manifest(HERE / "checkpoints", prefix, shared)  # both folders are two below the repository root
         path = folder / "artifacts.json"
         path.write_text(json.dumps(data, indent=1) + "\n")
         out.append(path)
