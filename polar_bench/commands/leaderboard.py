@@ -23,21 +23,31 @@ def register(sub) -> None:
     p.add_argument("--check-only", action="store_true", help="run the checks, add nothing")
     p.set_defaults(func=submit_command)
 
-    p = sub.add_parser("verify", help="re-run a random sample of a submission's episodes and compare returns",
-                       description="Re-run a random sample of the episodes of a results file with its agent "
-                                   "file and compare the returns: exactly for a deterministic agent, within "
-                                   "--tolerance (normalized score) for one whose AGENT_INFO says "
-                                   "'deterministic': False. The outcome is recorded on the leaderboard entry. "
-                                   "Exit code 0: every sampled episode matched; 1: some did not; 2: user error.")
+    p = sub.add_parser("verify", help="re-run an unpredictable sample of a submission's episodes and compare them",
+                       description="Re-run a sample of the episodes of a results file with its agent file (in its "
+                                   "own locked-down process) and compare them: by trajectory digest for a "
+                                   "deterministic agent, by return within --tolerance (normalized score) for one "
+                                   "whose AGENT_INFO says 'deterministic': False. The sample's seed comes from the "
+                                   "OS's entropy and its size from the guarantee of SUBMISSION.md; artifacts the "
+                                   "agent declares in artifacts.json are checked (and rebuilt when missing) "
+                                   "first. The outcome is recorded on the leaderboard entry. Exit code 0: every "
+                                   "sampled episode matched; 1: some did not; 2: user error or not verifiable.")
     p.add_argument("results", help="the submitted results .json (or its copy in the leaderboard folder)")
     p.add_argument("--agent", required=True, help="the agent file that was evaluated (same SHA-256)")
-    p.add_argument("--sample", type=int, required=True, metavar="N", help="number of episodes to re-run")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random sample (default: %(default)s)")
+    p.add_argument("--sample", type=int, default=None, metavar="N",
+                   help="episodes drawn uniformly (default: the fewest that meet the guarantee); one episode of "
+                        "every task missed is added")
+    p.add_argument("--allow-weaker", action="store_true",
+                   help="accept a --sample below the guarantee's; the weaker probability is recorded")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the sample, to redo a past verification exactly (default: fresh OS entropy)")
     p.add_argument("--tasks", nargs="+", default=None, metavar="GLOB",
                    help="sample only episodes of tasks matching these globs (e.g. 'gym/*')")
     p.add_argument("--tolerance", type=float, default=None,
                    help="largest accepted |Δ return| / (high - low) per episode (default: 0, exact, for "
                         "deterministic agents; 0.05 when AGENT_INFO says 'deterministic': False)")
+    p.add_argument("--no-rebuild", action="store_true",
+                   help="do not rebuild missing artifacts (artifacts.json); stop instead")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
     p.add_argument("--leaderboard", default="leaderboard", metavar="DIR",
                    help="the leaderboard folder whose entry records the outcome (default: %(default)s)")
@@ -133,15 +143,26 @@ def verify_command(args) -> int:
         raise UserError(f"--workers must be at least 1; got {args.workers}")
     record, entry = verify(args.results, args.agent, args.sample, seed=args.seed, leaderboard=args.leaderboard,
                            tolerance=args.tolerance, tasks=args.tasks, workers=args.workers,
-                           progress=False if args.no_progress else None)
-    how = "exactly" if record["mode"] == "exact" else f"within {record['tolerance']} (normalized score)"
+                           progress=False if args.no_progress else None, allow_weaker=args.allow_weaker,
+                           rebuild=not args.no_rebuild)
+    how = "" if record["mode"] == "exact" else f" within {record['tolerance']} (normalized score)"
     for row in record["episodes"]:
         if not row["match"]:
-            print(f"  mismatch: {row['task']} run {row['run']} seed {row['seed']}: submitted return "
-                  f"{row['submitted_return']!r}, re-run {row['rerun_return']!r} ({row['rerun_status']})")
+            print(f"  mismatch: {row['task']} run {row['run']} seed {row['seed']} (by {row['compared_by']}): "
+                  f"submitted return {row['submitted_return']!r}, re-run {row['rerun_return']!r} "
+                  f"({row['rerun_status']})")
+    g = record["guarantee"]
     verdict = "verified" if record["passed"] else "FAILED"
-    print(f"{verdict}: {record['matched']} of {record['sample']} sampled episodes (of {record['population']}) "
-          f"reproduced {how}")
+    by = ", ".join(f"{n} by {k}" for k, n in record["compared_by"].items() if n)
+    print(f"{verdict}: {record['matched']} of {record['sample']} sampled episodes (of {record['population']}; "
+          f"{record['tasks_covered']} of {record['tasks_total']} tasks) reproduced{how} ({by}); seed {record['seed']}")
+    if record["tasks"]:
+        print(f"note: only tasks matching {' '.join(record['tasks'])} were sampled ({record['population']} of "
+              f"{record['episodes_total']} episodes); the guarantee is about those")
+    print(f"guarantee: {g['fraction']:.0%} altered episodes would have been caught with probability "
+          f"{g['achieved_probability']:.4f}" + ("" if g["met"] else f" (weaker than the stated {g['probability']})"))
+    for note in record["notes"]:
+        print(f"note: {note}")
     if entry is not None:
         print(f"recorded on entry {entry.id} ({entry.folder / 'verification.json'}); run "
               f"'python -m polar_bench leaderboard build {args.leaderboard}' to publish it")

@@ -15,10 +15,11 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ SUMMARY_TOLERANCE = 1e-6     # relative, for numbers of a summary in the file
 
 # The checks, in the order they run and are reported.
 CHECKS = ("file", "format", "schema", "suite", "pins", "complete", "status", "finite", "summary",
-          "strings", "agent_info")
+          "strings", "agent_info", "isolation")
 
 # Keys of an optional top-level "summary" object, each recomputed from the episodes.
 SUMMARY_KEYS = ("episodes", "tasks", "domains", "overall")
@@ -62,7 +63,7 @@ class Problem:
 # Released suites
 
 
-@lru_cache(maxsize=None)
+@cache
 def _released() -> tuple[Suite, ...]:
     return tuple(load_suite(p) for p in sorted(SUITES_DIR.glob("*.toml")))
 
@@ -169,7 +170,7 @@ def _check_suite(ctx: _Context) -> None:
         ctx.add("suite", "suite", "missing; a results file embeds its suite")
         return
     released = released_suites()
-    match = released.get(suite.get("hash"))
+    match = released.get(str(suite.get("hash")))
     if match is None:
         names = ", ".join(f"{s.name} ({h})" for h, s in released.items())
         ctx.add("suite", "suite/hash",
@@ -245,7 +246,7 @@ def _check_complete(ctx: _Context) -> None:
     tasks = ctx.get("config", "tasks")
     if isinstance(tasks, list) and tasks != suite.task_ids:
         missing = [t for t in suite.task_ids if t not in tasks]
-        ctx.add("complete", "config/tasks", f"not the suite's tasks" +
+        ctx.add("complete", "config/tasks", "not the suite's tasks" +
                 (f" (missing {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''})" if missing else ""))
     specs = {t.id: t for t in suite.tasks}
     expected = {(t.id, r, s) for t in suite.tasks for r in range(runs) for s in t.seeds}
@@ -254,14 +255,14 @@ def _check_complete(ctx: _Context) -> None:
     for i, ep in enumerate(episodes if isinstance(episodes, list) else []):
         if not isinstance(ep, dict):
             continue
-        key = (ep.get("task"), ep.get("run"), ep.get("seed"))
+        key: tuple[Any, Any, Any] = (ep.get("task"), ep.get("run"), ep.get("seed"))
         seen[key] += 1
         where = _episode_where(i, ep)
         if key not in expected:
             tid, run, seed = key
             if tid not in specs:
                 why = f"task {_short(tid)} is not in suite {suite.name}"
-            elif not _is_int(run) or not 0 <= run < runs:
+            elif not _is_int(run) or not 0 <= run < int(runs):
                 why = f"run {_short(run)} is outside 0..{runs - 1} (config/runs = {runs})"
             else:
                 why = f"seed {_short(seed)} is not one of {tid}'s evaluation seeds"
@@ -275,9 +276,9 @@ def _check_complete(ctx: _Context) -> None:
     for key, n in sorted(seen.items(), key=lambda kv: str(kv[0])):
         if n > 1 and key in expected:
             ctx.add("complete", f"{key[0]}, run {key[1]}, seed {key[2]}", f"recorded {n} times; exactly once expected")
-    missing = sorted(expected - set(seen), key=lambda k: (suite.task_ids.index(k[0]), k[1],
-                                                           specs[k[0]].seeds.index(k[2])))
-    for tid, run, seed in missing:
+    absent = sorted(expected - set(seen), key=lambda k: (suite.task_ids.index(k[0]), k[1],
+                                                          specs[k[0]].seeds.index(k[2])))
+    for tid, run, seed in absent:
         ctx.add("complete", f"{tid}, run {run}, seed {seed}", "missing: every task × run × seed must be "
                 "in the file once")
 
@@ -403,7 +404,7 @@ def _check_agent_info(ctx: _Context) -> None:
         for i, a in enumerate(authors):
             _text(ctx, a, f"{w}/authors/{i}", "author")
     url = info.get("url")
-    if _text(ctx, url, f"{w}/url", "url") and not _URL.match(url):
+    if _text(ctx, url, f"{w}/url", "url") and not _URL.match(str(url)):
         ctx.add("agent_info", f"{w}/url", f"{_short(url)} is not an http(s) URL (where the code and "
                 "weights can be found)")
     _text(ctx, info.get("license"), f"{w}/license", "license (of the agent's code, e.g. an SPDX id such as MIT)")
@@ -419,7 +420,7 @@ def _check_budget(ctx: _Context, steps: Any, where: str) -> None:
                 f"{{}} for an agent without training); got {_short(steps)}")
         return
     for key, value in steps.items():
-        if domains is not None and key not in domains:
+        if ctx.suite is not None and domains is not None and key not in domains:
             ctx.add("agent_info", f"{where}/{key}", f"is not a domain of suite {ctx.suite.name} "
                     f"({', '.join(domains)})")
         if not _is_int(value) or value < 0:
@@ -455,10 +456,20 @@ def _check_llm(ctx: _Context, info: dict) -> None:
         ctx.add("agent_info", where, "is None but episodes record LLM calls; name the model")
 
 
+def _check_isolation(ctx: _Context) -> None:
+    """The agent ran in a process of its own. A file without ``isolation`` predates isolation and is
+    accepted for now (the committed entries); ``in-process`` (evaluate --in-process) is refused. The
+    schema check reports any other mode."""
+    if ctx.get("isolation", "mode") == "in-process":
+        ctx.add("isolation", "isolation/mode", "the agent ran inside the evaluation workers (--in-process, for "
+                "debugging only, not isolated); run evaluate again without --in-process")
+
+
 _RUNNERS: dict[str, Callable[[_Context], None]] = {
     "format": _check_format, "schema": _check_schema, "suite": _check_suite, "pins": _check_pins,
     "complete": _check_complete, "status": _check_status, "finite": _check_finite,
     "summary": _check_summary, "strings": _check_strings, "agent_info": _check_agent_info,
+    "isolation": _check_isolation,
 }
 
 

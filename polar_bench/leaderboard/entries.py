@@ -3,7 +3,8 @@
     leaderboard/
       entries/<id>/results.json       the submitted results file, byte for byte
       entries/<id>/entry.json         id, fingerprints, agent, suite, submission date
-      entries/<id>/verification.json  the re-runs of `verify` (absent until one ran)
+      entries/<id>/verification.json  the re-runs of `verify` (absent until one ran), and the
+                                      ``not_verifiable`` records of those that could not run
       README.md, leaderboard-<suite>.{md,tex,csv}, leaderboard.json, site/   written by `build`
 
 An entry is content-addressed: its id is the first 16 hex digits of the SHA-256 of the results file's
@@ -98,12 +99,16 @@ class Entry:
 
     @property
     def verification_status(self) -> str:
-        """``"verified"`` (every recorded re-run matched), ``"failed"`` (one did not) or
-        ``"unverified"`` (none recorded)."""
+        """``"failed"`` (a recorded re-run did not match), ``"not_verifiable"`` (the newest record says
+        an artifact the agent needs could not be checked or rebuilt, and none failed), ``"verified"``
+        (every recorded re-run matched) or ``"unverified"`` (none recorded)."""
         runs = self.verifications()
-        if not runs:
-            return "unverified"
-        return "verified" if all(v.get("passed") for v in runs) else "failed"
+        outcomes = [v for v in runs if v.get("status") != "not_verifiable"]
+        if any(not v.get("passed") for v in outcomes):
+            return "failed"
+        if runs and runs[-1].get("status") == "not_verifiable":
+            return "not_verifiable"
+        return "verified" if outcomes else "unverified"
 
 
 def _entries_dir(leaderboard: str | Path) -> Path:
@@ -162,7 +167,7 @@ def submit(results_path: str | Path, leaderboard: str | Path = DEFAULT_DIR, *, d
     when a check fails, and `UserError` for a resubmission."""
     src = Path(results_path)
     data, problems = check_submission(src)
-    if problems:
+    if problems or data is None:
         raise SubmissionRejected(str(src), problems)
     if date is None:
         date = _today()

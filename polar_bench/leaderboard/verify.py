@@ -1,39 +1,61 @@
-"""Verification: re-run a random sample of a submission's episodes and compare the returns.
+"""Verification: re-run a sample of a submission's episodes that nobody can predict, and compare them.
 
-The sample is drawn with ``numpy.random.default_rng(seed)`` from the file's episodes (optionally only
-those of tasks matching ``--tasks`` globs) and re-run with `polar_bench.evaluate.run_evaluation`, the
-very machinery of ``evaluate`` (worker processes, timeouts, pins checked) restricted to the sampled
-(task, run, episode) units. The agent file must be the one evaluated (same SHA-256).
+The sample. By default its seed comes from the operating system's entropy (`secrets`), drawn when
+`verify` starts and recorded with the outcome, so a forger cannot know which episodes will be re-run;
+``seed=`` redoes a past verification exactly (same file, same seed: same sample). Its size follows
+from a stated guarantee (`DEFAULT_GUARANTEE`): a uniform sample without replacement of
+`required_sample` episodes out of the ``population`` (every successful episode of the file, or of
+the tasks matching ``--tasks``), so that a file in which at least ``fraction`` of the episodes were
+altered has at least one altered episode in the sample with probability at least ``probability``
+(hypergeometric, exact); plus one episode of every task the uniform part missed, so that a task
+forged as a whole is always caught. The record keeps ``population`` (what the guarantee is about) and
+``episodes_total``, and ``tasks_covered`` of ``tasks_total`` (the file's), so a verification restricted
+by ``--tasks`` says what it left out. A larger ``sample`` enlarges the uniform part; a smaller one is
+refused unless ``allow_weaker``, and is then recorded with the weaker probability it gives.
 
-Comparison: a deterministic agent (``AGENT_INFO["deterministic"]`` absent or true: it draws all its
-randomness from ``reset(seed)``) must reproduce every sampled episode exactly: the same return and
-length, to the last bit. For an agent that declares ``"deterministic": False`` (sampling LLMs,
-nondeterministic GPU kernels) each return may differ by at most ``tolerance`` in normalized-score
-units, ``|Δ return| / (high - low)`` (default `STOCHASTIC_TOLERANCE`); the tolerance used is recorded.
+The re-run. Episodes are re-run by `polar_bench.evaluate.run_evaluation`, the machinery of
+``evaluate``, always with the agent in its own locked-down process (never ``in_process``), after every
+artifact the sampled (task, run) pairs need was checked against the agent's ``artifacts.json`` (and
+rebuilt when missing; `polar_bench.artifacts`). The agent file must be the one evaluated (same SHA-256).
+
+The comparison, per episode (recorded as ``compared_by``):
+- ``digest``: a deterministic agent (``AGENT_INFO["deterministic"]`` absent or true) whose submitted
+  episode has a trajectory ``digest``: the digests must be equal (every observation, action, reward
+  and end flag), and the return and length too.
+- ``exact``: a deterministic agent's episode without a digest (files made before digests existed):
+  the same return and length, to the last bit.
+- ``tolerance``: an agent that declares ``"deterministic": False``: ``|Δ return| / (high - low)`` at
+  most ``tolerance`` (default `STOCHASTIC_TOLERANCE`, normalized-score units).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import math
+import secrets
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from .. import __version__
-from ..agent import agent_file_hash, load_agent_module
+from ..agent import agent_file_hash
+from ..artifacts import ArtifactError, ensure_artifacts
 from ..errors import UserError
 from ..evaluate import EvalConfig, Unit, run_evaluation
 from ..results import read_results
 from .checks import released_suites
 from .entries import DEFAULT_DIR, Entry, find_entry, record_verification
 
-__all__ = ["verify", "STOCHASTIC_TOLERANCE"]
+__all__ = ["verify", "required_sample", "catch_probability", "draw_sample", "STOCHASTIC_TOLERANCE",
+           "DEFAULT_GUARANTEE"]
 
 STOCHASTIC_TOLERANCE = 0.05  # normalized-score units, per episode
+DEFAULT_GUARANTEE = (0.05, 0.99)  # (fraction of episodes altered, probability that one is re-run)
 
 
 @dataclass
@@ -50,17 +72,82 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def verify(results_path: str | Path, agent_path: str | Path, sample: int, *, seed: int = 0,
-           leaderboard: str | Path | None = DEFAULT_DIR, tolerance: float | None = None,
-           tasks: Sequence[str] | None = None, workers: int | None = None,
-           progress: bool | None = None) -> tuple[dict, Entry | None]:
-    """Re-run ``sample`` random episodes of a results file with ``agent_path`` and compare.
+def altered_count(population: int, fraction: float) -> int:
+    """The fewest altered episodes that make at least ``fraction`` of ``population`` (at least 1)."""
+    return max(1, math.ceil(Fraction(fraction).limit_denominator(10**9) * population))
 
-    Returns the verification record and the leaderboard entry it was recorded on (None when the
-    results are not on the leaderboard, or ``leaderboard`` is None)."""
-    if sample < 1:
+
+def catch_probability(population: int, altered: int, sample: int) -> Fraction:
+    """Exact probability that a uniform sample of ``sample`` of ``population`` episodes, drawn without
+    replacement, holds at least one of ``altered`` episodes: 1 - C(N - m, n) / C(N, n)."""
+    if sample >= population:
+        return Fraction(1) if altered > 0 else Fraction(0)
+    return 1 - Fraction(math.comb(population - altered, sample), math.comb(population, sample))
+
+
+def required_sample(population: int, fraction: float, probability: float) -> int:
+    """The smallest uniform sample that catches an alteration of ``fraction`` of ``population``
+    episodes with probability at least ``probability`` (exact hypergeometric; at most the population)."""
+    if population < 1:
+        raise ValueError("population must be at least 1")
+    if not (0 < fraction <= 1 and 0 < probability < 1):
+        raise ValueError("need 0 < fraction <= 1 and 0 < probability < 1")
+    m = altered_count(population, fraction)
+    want = Fraction(probability).limit_denominator(10**9)
+    lo, hi = 1, population  # catch_probability grows with n; binary search for the first n that meets want
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if catch_probability(population, m, mid) >= want:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def draw_sample(groups: Sequence[str], uniform: int, rng: np.random.Generator) -> list[int]:
+    """Indices into a population whose episode ``i`` belongs to task ``groups[i]``: ``uniform`` drawn
+    uniformly without replacement, then one drawn uniformly from each task the first draw missed."""
+    n = len(groups)
+    picked = set(rng.choice(n, size=min(uniform, n), replace=False).tolist())
+    covered = {groups[i] for i in picked}
+    for task in dict.fromkeys(groups):  # tasks in population order
+        if task not in covered:
+            members = [i for i, g in enumerate(groups) if g == task]
+            picked.add(members[int(rng.integers(len(members)))])
+    return sorted(picked)
+
+
+def _compare(e: dict, again: dict, deterministic: bool, tolerance: float,
+             width: float) -> tuple[str, float | None, bool]:
+    """(compared_by, normalized |Δ return|, match) for a submitted episode and its re-run."""
+    by = ("digest" if e.get("digest") is not None else "exact") if deterministic else "tolerance"
+    if again["status"] != "ok" or again.get("return") is None:
+        return by, None, False
+    diff = abs(float(again["return"]) - float(e["return"])) / width
+    if by == "tolerance":
+        return by, diff, diff <= tolerance
+    same = again["return"] == e["return"] and again["length"] == e["length"]
+    if by == "digest":
+        same = same and again.get("digest") == e["digest"]
+    return by, diff, same
+
+
+def verify(results_path: str | Path, agent_path: str | Path, sample: int | None = None, *, seed: int | None = None,
+           leaderboard: str | Path | None = DEFAULT_DIR, tolerance: float | None = None,
+           tasks: Sequence[str] | None = None, workers: int | None = None, progress: bool | None = None,
+           guarantee: tuple[float, float] = DEFAULT_GUARANTEE, allow_weaker: bool = False,
+           rebuild: bool = True) -> tuple[dict, Entry | None]:
+    """Re-run a sample of a results file's episodes with ``agent_path`` and compare (module docstring).
+
+    ``sample``: the size of the uniform part (default: what ``guarantee`` needs). ``seed``: None draws
+    one from the OS's entropy. Returns the verification record and the leaderboard entry it was
+    recorded on (None when the results are not on the leaderboard, or ``leaderboard`` is None). A
+    needed artifact that cannot be checked or rebuilt raises `ArtifactError` after a
+    ``not_verifiable`` record was appended to the entry."""
+    fraction, probability = guarantee
+    if sample is not None and sample < 1:
         raise UserError(f"--sample must be at least 1; got {sample}")
-    if seed < 0:
+    if seed is not None and seed < 0:
         raise UserError(f"--seed must be a non-negative integer; got {seed}")
     if tolerance is not None and not tolerance >= 0:
         raise UserError(f"--tolerance must be a non-negative number; got {tolerance}")
@@ -70,23 +157,50 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int, *, see
     if suite is None:
         raise UserError(f"{results_path} is not of a released suite (hash {data['suite']['hash']}); only "
                         "leaderboard submissions can be verified")
-    load_agent_module(agent_path)  # one clear line for a broken agent file
+    if not Path(agent_path).is_file():
+        raise UserError(f"agent file {str(agent_path)!r} does not exist; pass the agent.py that was evaluated")
     sha = agent_file_hash(agent_path)
     if sha != data["agent"]["sha256"]:
         raise UserError(f"{agent_path} is not the agent file that was evaluated (SHA-256 {sha[:12]}... differs "
                         f"from the results' {data['agent']['sha256'][:12]}...); pass the exact file")
+    entry = find_entry(leaderboard, data) if leaderboard is not None else None
     specs = {t.id: t for t in suite.tasks}
     order = {tid: i for i, tid in enumerate(suite.task_ids)}
-    pool = [e for e in data["episodes"] if e.get("status") == "ok" and e.get("task") in specs
-            and e.get("seed") in specs[e["task"]].seeds
-            and (not tasks or any(fnmatch.fnmatchcase(e["task"], g) for g in tasks))]
+    everything = [e for e in data["episodes"] if e.get("status") == "ok" and e.get("task") in specs
+                  and e.get("seed") in specs[e["task"]].seeds]
+    pool = [e for e in everything if not tasks or any(fnmatch.fnmatchcase(e["task"], g) for g in tasks)]
     if not pool:
         raise UserError(f"no successful episode of {results_path} matches --tasks {' '.join(tasks or [])!r}")
     pool.sort(key=lambda e: (order[e["task"]], e["run"], specs[e["task"]].seeds.index(e["seed"])))
-    n = min(sample, len(pool))
+    needed = required_sample(len(pool), fraction, probability)
+    if sample is not None and sample < needed and not allow_weaker:
+        raise UserError(f"--sample {sample} is below the {needed} episodes that catch {fraction:.0%} altered "
+                        f"episodes of {len(pool)} with probability {probability}; omit --sample, or pass "
+                        "--allow-weaker to record a weaker verification")
+    uniform = min(len(pool), needed if sample is None else sample)
+    if seed is None:
+        seed = secrets.randbits(63)  # fresh OS entropy; recorded below, after the draw
     rng = np.random.default_rng(seed)
-    picked = [pool[i] for i in sorted(rng.choice(len(pool), size=n, replace=False).tolist())]
+    picked = [pool[i] for i in draw_sample([e["task"] for e in pool], uniform, rng)]
     keys = frozenset((e["task"], e["run"], specs[e["task"]].seeds.index(e["seed"])) for e in picked)
+    altered = altered_count(len(pool), fraction)
+    achieved = float(catch_probability(len(pool), altered, uniform))
+    sampling = {
+        "population": len(pool), "episodes_total": len(everything), "sample": len(picked), "uniform": uniform,
+        "tasks_covered": len({e["task"] for e in picked}), "tasks_total": len({e["task"] for e in everything}),
+        "guarantee": {"fraction": fraction, "probability": probability, "altered_episodes": altered,
+                      "required_uniform": needed, "achieved_probability": round(achieved, 6),
+                      "met": uniform >= needed, "every_task": True},
+        "seed": seed, "tasks": list(tasks or []),
+    }
+    try:
+        artifacts = ensure_artifacts(agent_path, sorted({(k[0], k[1]) for k in keys}), rebuild=rebuild,
+                                     log=lambda line: print(line, flush=True))
+    except ArtifactError as exc:
+        if entry is not None:
+            record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": _now(),
+                                        "agent_sha256": sha, "polar_bench": __version__, **sampling})
+        raise
     info = data["agent"].get("info") or {}
     deterministic = info.get("deterministic", True) is not False
     if tolerance is None:
@@ -96,36 +210,35 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int, *, see
     with tempfile.TemporaryDirectory(prefix="polar_bench_verify_") as tmp:
         cfg = _SampleConfig(
             suite=suite, agent_path=str(agent_path), out=str(Path(tmp) / "rerun.json"), tasks=chosen_tasks,
-            runs=1 + max(k[1] for k in keys), workers=max(1, min(workers or 2, n)),
+            runs=1 + max(k[1] for k in keys), workers=max(1, min(workers or 2, len(keys))),
             step_timeout=config.get("step_timeout", 60.0), episode_timeout=config.get("episode_timeout", 1800.0),
-            progress=progress, command=f"verify {results_path} --sample {sample} --seed {seed}", sample=keys)
+            progress=progress, command=f"verify {results_path} --seed {seed}", sample=keys, in_process=False)
         rerun, _ = run_evaluation(cfg)
     by_key = {(e["task"], e["run"], e["seed"]): e for e in rerun["episodes"]}
     rows = []
     for e in picked:
         again = by_key[(e["task"], e["run"], e["seed"])]
         spec = specs[e["task"]]
-        if again["status"] != "ok" or again.get("return") is None:
-            diff, match = None, False
-        else:
-            diff = abs(float(again["return"]) - float(e["return"])) / (spec.high.value - spec.low.value)
-            if tolerance == 0:
-                match = again["return"] == e["return"] and again["length"] == e["length"]
-            else:
-                match = diff <= tolerance
-        rows.append({"task": e["task"], "run": e["run"], "seed": e["seed"], "submitted_return": e["return"],
-                     "rerun_return": again.get("return"), "submitted_length": e["length"],
-                     "rerun_length": again.get("length"), "rerun_status": again["status"],
-                     "normalized_difference": diff, "match": match})
+        by, diff, match = _compare(e, again, deterministic, tolerance, spec.high.value - spec.low.value)
+        rows.append({"task": e["task"], "run": e["run"], "seed": e["seed"], "compared_by": by,
+                     "submitted_return": e["return"], "rerun_return": again.get("return"),
+                     "submitted_length": e["length"], "rerun_length": again.get("length"),
+                     "submitted_digest": e.get("digest"), "rerun_digest": again.get("digest"),
+                     "rerun_status": again["status"], "normalized_difference": diff, "match": match})
     matched = sum(r["match"] for r in rows)
+    counts = {k: sum(r["compared_by"] == k for r in rows) for k in ("digest", "exact", "tolerance")}
+    notes = []
+    if counts["exact"]:
+        notes.append(f"{counts['exact']} submitted episode(s) carry no trajectory digest (a results file made "
+                     "before digests existed): their returns and lengths were compared, not their trajectories")
     record = {
-        "date": _now(), "passed": matched == len(rows), "sample": len(rows), "population": len(pool),
-        "seed": seed, "tasks": list(tasks or []), "mode": "exact" if tolerance == 0 else "tolerance",
+        "status": "passed" if matched == len(rows) else "failed", "date": _now(), "passed": matched == len(rows),
+        **sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts, "notes": notes,
         "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
-        "mismatched": len(rows) - matched, "agent_sha256": sha, "polar_bench": __version__,
+        "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": artifacts,
+        "isolation": rerun.get("isolation"), "polar_bench": __version__,
         "versions": rerun.get("versions"), "environment": rerun.get("environment"), "episodes": rows,
     }
-    entry = find_entry(leaderboard, data) if leaderboard is not None else None
     if entry is not None:
         record_verification(entry, record)
     return record, entry

@@ -1,0 +1,179 @@
+"""Rebuild PPO checkpoints bit for bit: retrain (task, run) as the experiment file did, byte-stable output.
+
+    python -m baselines.ppo.rebuild TASK RUN [TASK RUN ...] [--out DIR] [--manifest]
+    python -m baselines.ppo.rebuild --missing [--families procgen nethack]
+    python -m baselines.ppo.rebuild --write-manifest
+
+Training is seeded and, with one torch thread, gives the same network weights on every run on the
+same machine and torch build (measured: baselines/ppo/README.md, "Artifacts"). What differed between
+two trainings of one run were only the temporary output folders that `sweep.train_isolated` stores in
+the checkpoint's ``config``, and the archive name ``torch.save`` takes from the file name. A rebuilt
+checkpoint therefore stores those three folders as their repository-relative defaults and is
+serialized through memory, so that its SHA-256 depends on the weights and settings alone; those are
+the SHA-256 that ``baselines/ppo/artifacts.json`` pins and that `polar_bench.artifacts` checks.
+
+``--write-manifest`` writes ``artifacts.json`` beside ``agent.py`` here and in ``baselines/llm_ppo/``
+(whose agent plays the same checkpoints): every checkpoint with a committed sidecar, its SHA-256 as
+it is on disk now, and for the git-ignored families (`REBUILT`) this module as the recipe; a
+checkpoint of those families that is absent is listed with ``"sha256": null`` (not pinned, so an
+entry that needs it is not verifiable until it is rebuilt and pinned).
+
+Only the ``.pt`` is written (atomically, into ``checkpoints/<task>/run<run>.pt`` of this folder or
+``--out``); the committed ``.json`` sidecar, curve and logs are left alone. Each rebuilt run prints its
+training-time evaluation beside the committed sidecar's ``eval_return_mean``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REBUILT = ("procgen", "nethack")  # families whose checkpoints are git-ignored and rebuilt by retraining
+RECIPE = {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}"], "cwd": "../..",
+          "about": "deterministic retrain with one torch thread: about 40 s per Procgen run, 2-3 min per "
+                   "NetHack run on one core"}
+EXPERIMENTS = ("v1_trained.yaml", "v1_rest.yaml", "v1_procgen.yaml")
+# What a rebuilt checkpoint stores as its output folders (the repository-relative defaults).
+CANONICAL_DIRS = {"checkpoint_dir": "baselines/ppo/checkpoints", "curve_dir": "baselines/ppo/curves",
+                  "log_dir": "baselines/ppo/runs"}
+
+
+def find_config(task: str, run: int):
+    """The `Config` that trained ``task``'s run ``run``, from the v1 experiment files."""
+    from .train import load_experiment
+
+    for name in EXPERIMENTS:
+        for cfg in load_experiment(HERE / "experiments" / name):
+            if cfg.task == task and cfg.seed == run:
+                return cfg
+    raise SystemExit(f"no v1 experiment file trains {task} run {run} (looked in {', '.join(EXPERIMENTS)})")
+
+
+def canonical_bytes(checkpoint: Path) -> bytes:
+    """The checkpoint re-serialized without its machine-specific output folders."""
+    import torch
+
+    data = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    data["config"] = {**data["config"], **CANONICAL_DIRS}
+    buf = io.BytesIO()  # not a file name: torch.save would name the archive after it
+    torch.save(data, buf)
+    return buf.getvalue()
+
+
+def rebuild(task: str, run: int, out: Path) -> dict:
+    """Retrain one run and write its byte-stable checkpoint under ``out``; return a summary."""
+    from .sweep import train_isolated
+
+    cfg = dataclasses.replace(find_config(task, run), torch_threads=1, progress=False)
+    summary, files = train_isolated(cfg)
+    raw = files["checkpoint_dir"][f"{task}/run{run}.pt"]
+    target = out / task / f"run{run}.pt"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
+    tmp.write_bytes(raw)
+    data = canonical_bytes(tmp)
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+    sidecar = HERE / "checkpoints" / task / f"run{run}.json"
+    committed = json.loads(sidecar.read_text())["eval_return_mean"] if sidecar.is_file() else None
+    return {"task": task, "run": run, "path": str(target), "sha256": hashlib.sha256(data).hexdigest(),
+            "bytes": len(data), "eval_return_mean": summary.get("eval_return_mean"),
+            "committed_eval_return_mean": committed, "seconds": summary.get("seconds")}
+
+
+def missing(families: list[str]) -> list[tuple[str, int]]:
+    """(task, run) of every committed sidecar of these families whose checkpoint is absent."""
+    out = []
+    for fam in families:
+        for sidecar in sorted((HERE / "checkpoints" / fam).glob("*/run*.json")):
+            if not sidecar.with_suffix(".pt").is_file():
+                out.append((f"{fam}/{sidecar.parent.name}", int(sidecar.stem[3:])))
+    return out
+
+
+def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None = None) -> dict:
+    """The artifacts.json of an agent that plays the checkpoints in ``checkpoints``, named from its
+    folder with ``prefix`` (``checkpoints/`` for this folder's agent, ``../ppo/checkpoints/`` for LLM+PPO).
+    ``shared`` maps a checkpoint's task to every task whose episodes play it (default: its own)."""
+    from polar_bench.artifacts import file_sha256
+
+    artifacts = []
+    for sidecar in sorted(checkpoints.glob("*/*/run*.json")):
+        task = f"{sidecar.parent.parent.name}/{sidecar.parent.name}"
+        run = int(sidecar.stem[3:])
+        pt = sidecar.with_suffix(".pt")
+        family = task.split("/")[0]
+        if family not in REBUILT and not pt.is_file():
+            continue
+        on_disk = pt.is_file()
+        row: dict[str, object] = {"path": f"{prefix}{task}/run{run}.pt", "sha256": file_sha256(pt) if on_disk else None,
+                                  "bytes": pt.stat().st_size if on_disk else None, "task": task, "run": run}
+        if family in REBUILT:
+            row["recipe"] = "retrain"
+        if shared and task in shared:
+            row["tasks"] = shared[task]
+        artifacts.append(row)
+    return {"format": 1,
+            "about": "PPO checkpoints (baselines/ppo/README.md, 'Artifacts'): committed ones are checked; "
+                     "Procgen and NetHack ones are git-ignored and rebuilt bit for bit by retraining. "
+                     "Written by python -m baselines.ppo.rebuild --write-manifest.",
+            "recipes": {"retrain": RECIPE}, "artifacts": artifacts}
+
+
+def llm_ppo_shared() -> dict[str, list[str]]:
+    """LLM+PPO's executors: a NetHack episode loads the skill policies (baselines/llm_ppo/skills.py),
+    a BabyAI episode GoToLocal's, beside its own task's."""
+    from polar_bench import load_suite
+
+    from ..llm_ppo.skills import NETHACK_SKILLS
+
+    ids = load_suite("v1").task_ids
+    shared = {f"nethack/{name}": [t for t in ids if t.startswith("nethack/")] for name in NETHACK_SKILLS.values()}
+    shared["babyai/GoToLocal"] = [t for t in ids if t.startswith("babyai/")]
+    return shared
+
+
+def write_manifests() -> list[Path]:
+    out = []
+    for folder, prefix, shared in ((HERE, "checkpoints/", None),
+                                   (HERE.parent / "llm_ppo", "../ppo/checkpoints/", llm_ppo_shared())):
+        data = manifest(HERE / "checkpoints", prefix, shared)  # both folders are two below the repository root
+        path = folder / "artifacts.json"
+        path.write_text(json.dumps(data, indent=1) + "\n")
+        out.append(path)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m baselines.ppo.rebuild", description=__doc__.split("\n\n")[0])
+    p.add_argument("pairs", nargs="*", help="TASK RUN pairs, e.g. procgen/bigfish 0")
+    p.add_argument("--missing", action="store_true", help="every checkpoint whose sidecar is committed but .pt absent")
+    p.add_argument("--families", nargs="+", default=["procgen", "nethack"],
+                   help="with --missing (default: %(default)s)")
+    p.add_argument("--out", default=str(HERE / "checkpoints"), help="checkpoint folder (default: this folder's)")
+    p.add_argument("--write-manifest", action="store_true",
+                   help="write artifacts.json here and in baselines/llm_ppo/ from the checkpoints on disk")
+    args = p.parse_args(argv)
+    if args.write_manifest:
+        for path in write_manifests():
+            print(f"wrote {path}")
+        return 0
+    if len(args.pairs) % 2:
+        p.error("give TASK RUN pairs")
+    pairs = [(args.pairs[i], int(args.pairs[i + 1])) for i in range(0, len(args.pairs), 2)]
+    if args.missing:
+        pairs += missing(args.families)
+    for task, run in pairs:
+        print(json.dumps(rebuild(task, run, Path(args.out))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""baselines.ppo.rebuild: byte-stable checkpoints and the artifacts manifest of the PPO agents."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baselines.ppo.rebuild import CANONICAL_DIRS, canonical_bytes, manifest
+from polar_bench.artifacts import ArtifactError, ensure_artifacts
+
+torch = pytest.importorskip("torch")  # rebuild imports torch only when it runs
+
+
+def _checkpoint(path, folder: str, weight: float) -> None:
+    torch.save({"format": 1, "config": {"checkpoint_dir": f"{folder}/c", "curve_dir": f"{folder}/v",
+                                        "log_dir": f"{folder}/l", "seed": 0},
+                "network": {"w": torch.full((3, 2), weight)}, "obs_rms": None}, path)
+
+
+def test_the_same_weights_give_the_same_bytes_whatever_the_folders_and_file_names(tmp_path):
+    _checkpoint(tmp_path / "a.pt", "/tmp/polar_bench_ppo_x1", 0.5)
+    _checkpoint(tmp_path / "run0.pt", "/tmp/polar_bench_ppo_y2", 0.5)
+    assert (tmp_path / "a.pt").read_bytes() != (tmp_path / "run0.pt").read_bytes()
+    assert canonical_bytes(tmp_path / "a.pt") == canonical_bytes(tmp_path / "run0.pt")
+    _checkpoint(tmp_path / "b.pt", "/tmp/polar_bench_ppo_x1", 0.25)
+    assert canonical_bytes(tmp_path / "b.pt") != canonical_bytes(tmp_path / "a.pt")
+    (tmp_path / "c.pt").write_bytes(canonical_bytes(tmp_path / "a.pt"))
+    assert torch.load(tmp_path / "c.pt", weights_only=True)["config"] == {**CANONICAL_DIRS, "seed": 0}
+
+
+def test_manifest_pins_files_on_disk_and_lists_absent_rebuildable_ones_unpinned(tmp_path):
+    ckpt = tmp_path / "checkpoints"
+    for task, with_pt in (("gym/CartPole-v1", True), ("procgen/coinrun", False), ("babyai/Synth", False)):
+        (ckpt / task).mkdir(parents=True)
+        (ckpt / task / "run0.json").write_text("{}")
+        if with_pt:
+            (ckpt / task / "run0.pt").write_bytes(b"weights")
+    data = manifest(ckpt, "checkpoints/")
+    rows = {a["task"]: a for a in data["artifacts"]}
+    assert set(rows) == {"gym/CartPole-v1", "procgen/coinrun"}  # BabyAI's are committed: absent means absent
+    assert rows["gym/CartPole-v1"]["sha256"] and "recipe" not in rows["gym/CartPole-v1"]
+    assert rows["procgen/coinrun"] == {"path": "checkpoints/procgen/coinrun/run0.pt", "sha256": None, "bytes": None,
+                                       "task": "procgen/coinrun", "run": 0, "recipe": "retrain"}
+    (tmp_path / "agent.py").write_text("")
+    (tmp_path / "artifacts.json").write_text(json.dumps(data))
+    assert ensure_artifacts(tmp_path / "agent.py", [("gym/CartPole-v1", 0)])[0]["status"] == "checked"
+    with pytest.raises(ArtifactError, match="pins no SHA-256"):
+        ensure_artifacts(tmp_path / "agent.py", [("procgen/coinrun", 0)])

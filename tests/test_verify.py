@@ -1,0 +1,227 @@
+"""verify: an unpredictable sample sized by its guarantee, comparison by digest, artifacts; submit's isolation check."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import itertools
+import json
+import math
+import shutil
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_leaderboard_fixtures import valid_results, write_json
+
+from polar_bench.artifacts import ArtifactError, ensure_artifacts
+from polar_bench.cli import main
+from polar_bench.leaderboard import check_submission, load_entries, verify
+from polar_bench.leaderboard.verify import _compare, catch_probability, draw_sample, required_sample
+
+ROOT = Path(__file__).resolve().parent.parent
+RANDOM_RESULTS = ROOT / "baselines" / "random" / "results-v1.json"
+RANDOM_AGENT = ROOT / "examples" / "random_agent.py"
+CARTPOLE = ["gym/CartPole-v1"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# the arithmetic of the guarantee
+
+
+def test_catch_probability_equals_enumerating_every_sample():
+    """1 - C(N-m, n)/C(N, n), checked against all C(N, n) samples of a small population."""
+    population, altered = 12, 3
+    for n in range(0, 8):
+        samples = list(itertools.combinations(range(population), n))
+        caught = sum(any(i < altered for i in s) for s in samples)
+        assert catch_probability(population, altered, n) == Fraction(caught, len(samples))
+
+
+def test_required_sample_is_the_smallest_that_meets_the_guarantee():
+    for population in (1, 7, 38, 120, 590, 1770):
+        n = required_sample(population, 0.05, 0.99)
+        m = max(1, math.ceil(0.05 * population))
+        assert catch_probability(population, m, n) >= Fraction(99, 100)
+        assert n == 1 or catch_probability(population, m, n - 1) < Fraction(99, 100)
+    # The full v1 file: 89 of 1,770 altered; sampling without replacement needs fewer than 1 - 0.95^n says.
+    n = required_sample(1770, 0.05, 0.99)
+    approximation = math.ceil(math.log(0.01) / math.log(0.95))
+    assert n == 88 and approximation == 90
+
+
+def test_required_sample_against_a_simulated_forgery():
+    """Alter 5% of 1,770 episodes at random, draw the required sample 20,000 times: caught >= 99%."""
+    rng = np.random.default_rng(1)
+    population, n = 1770, required_sample(1770, 0.05, 0.99)
+    altered = np.zeros(population, bool)
+    altered[rng.choice(population, size=89, replace=False)] = True
+    caught = np.mean([altered[rng.choice(population, size=n, replace=False)].any() for _ in range(20_000)])
+    exact = float(catch_probability(population, 89, n))
+    assert abs(caught - exact) < 0.003 and caught > 0.985
+
+
+def test_the_sample_covers_every_task_and_is_redrawn_only_by_its_seed():
+    groups = [f"t{i // 10}" for i in range(200)]  # 20 tasks of 10 episodes
+    a = draw_sample(groups, 5, np.random.default_rng(7))
+    assert {groups[i] for i in a} == set(groups) and len(a) == len(set(a)) >= 20
+    assert a == draw_sample(groups, 5, np.random.default_rng(7))
+    assert a != draw_sample(groups, 5, np.random.default_rng(8))
+    assert len(draw_sample(groups, 200, np.random.default_rng(7))) == 200
+
+
+def test_compare_by_digest_exact_or_tolerance():
+    sub = {"return": 10.0, "length": 5, "digest": "sha256:" + "a" * 64}
+    same = {"status": "ok", "return": 10.0, "length": 5, "digest": "sha256:" + "a" * 64}
+    other_path = dict(same, digest="sha256:" + "b" * 64)  # same return, another trajectory
+    assert _compare(sub, same, True, 0.0, 100.0) == ("digest", 0.0, True)
+    assert _compare(sub, other_path, True, 0.0, 100.0) == ("digest", 0.0, False)
+    old = {"return": 10.0, "length": 5}  # a file made before digests
+    assert _compare(old, other_path, True, 0.0, 100.0) == ("exact", 0.0, True)
+    assert _compare(old, dict(same, length=6), True, 0.0, 100.0)[2] is False
+    near = dict(other_path, **{"return": 14.0})
+    assert _compare(sub, near, False, 0.05, 100.0) == ("tolerance", 0.04, True)
+    assert _compare(sub, dict(near, **{"return": 16.0}), False, 0.05, 100.0)[2] is False
+    assert _compare(sub, {"status": "timeout"}, True, 0.0, 100.0) == ("digest", None, False)
+
+
+# ---------------------------------------------------------------------------------------------------
+# verify end to end (the random agent on CartPole: fast)
+
+
+@pytest.fixture()
+def board(tmp_path):
+    lb = tmp_path / "lb"
+    assert main(["submit", str(RANDOM_RESULTS), "--leaderboard", str(lb), "--date", "2026-12-02"]) == 0
+    return lb
+
+
+def test_default_sample_meets_the_guarantee_from_fresh_entropy_and_a_seed_redoes_it(board, monkeypatch):
+    drawn = iter([123456789, 987654321])
+    module = importlib.import_module("polar_bench.leaderboard.verify")  # the package re-exports a function of that name
+    monkeypatch.setattr(module.secrets, "randbits", lambda bits: next(drawn))
+    first, entry = verify(RANDOM_RESULTS, RANDOM_AGENT, tasks=CARTPOLE, workers=1, leaderboard=board,
+                          progress=False)
+    second, _ = verify(RANDOM_RESULTS, RANDOM_AGENT, tasks=CARTPOLE, workers=1, leaderboard=board, progress=False)
+    assert (first["seed"], second["seed"]) == (123456789, 987654321)
+    keys = [[(r["task"], r["run"], r["seed"]) for r in rec["episodes"]] for rec in (first, second)]
+    assert keys[0] != keys[1]
+    g = first["guarantee"]
+    assert first["population"] == 30 and first["uniform"] == g["required_uniform"] == required_sample(30, 0.05, 0.99)
+    assert g["met"] and g["achieved_probability"] >= 0.99
+    assert (first["tasks_covered"], first["tasks_total"], first["episodes_total"]) == (1, 38, 1770)  # --tasks said
+    # An old file (no digests): returns and lengths compared, and the record says so.
+    assert first["passed"] and first["compared_by"] == {"digest": 0, "exact": first["sample"], "tolerance": 0}
+    assert "no trajectory digest" in first["notes"][0]
+    assert first["isolation"]["mode"] == "process"
+    again, _ = verify(RANDOM_RESULTS, RANDOM_AGENT, tasks=CARTPOLE, seed=first["seed"], workers=1, leaderboard=None,
+                      progress=False)
+    assert [(r["task"], r["run"], r["seed"]) for r in again["episodes"]] == keys[0]
+    assert [r["status"] for r in entry.verifications()] == ["passed", "passed"]
+
+
+def test_digests_are_compared_and_a_smaller_sample_needs_allow_weaker(tmp_path, capsys):
+    """Digests taken from a re-run are put into a copy of the file; one altered digest (same return)
+    is a mismatch, found by its digest."""
+    code = main(["verify", str(RANDOM_RESULTS), "--agent", str(RANDOM_AGENT), "--tasks", *CARTPOLE, "--sample", "3"])
+    assert code == 2 and "--allow-weaker" in capsys.readouterr().err
+    record, _ = verify(RANDOM_RESULTS, RANDOM_AGENT, 3, seed=5, tasks=CARTPOLE, workers=1, leaderboard=None,
+                       allow_weaker=True, progress=False)
+    assert not record["guarantee"]["met"] and record["guarantee"]["achieved_probability"] < 0.99
+    assert record["sample"] == 3
+    digests = {(r["task"], r["run"], r["seed"]): r["rerun_digest"] for r in record["episodes"]}
+    data = json.loads(RANDOM_RESULTS.read_text())
+    for ep in data["episodes"]:
+        key = (ep["task"], ep["run"], ep["seed"])
+        if key in digests:
+            ep["digest"] = digests[key]
+    forged = next(ep for ep in data["episodes"] if (ep["task"], ep["run"], ep["seed"]) in digests)
+    forged["digest"] = "sha256:" + "0" * 64
+    path = write_json(tmp_path / "with_digests.json", data)
+    capsys.readouterr()
+    code = main(["verify", str(path), "--agent", str(RANDOM_AGENT), "--tasks", *CARTPOLE, "--sample", "3",
+                 "--allow-weaker", "--seed", "5", "--workers", "1", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1 and "FAILED: 2 of 3" in out and "(by digest)" in out and "3 by digest" in out
+
+
+# ---------------------------------------------------------------------------------------------------
+# artifacts
+
+
+def _agent_with_manifest(tmp_path: Path, manifest: dict) -> Path:
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    shutil.copy(RANDOM_AGENT, folder / "agent.py")  # the same bytes: the results' SHA-256
+    (folder / "artifacts.json").write_text(json.dumps(manifest))
+    return folder / "agent.py"
+
+
+WEIGHTS = b"weights of run 0\n"
+WRITE = ["{python}", "-c",
+         f"import pathlib, sys; pathlib.Path(sys.argv[1]).parent.mkdir(parents=True, exist_ok=True); "
+         f"pathlib.Path(sys.argv[1]).write_bytes({WEIGHTS!r})", "{path}"]
+
+
+def test_a_missing_artifact_is_rebuilt_and_checked_then_a_changed_one_is_refused(tmp_path):
+    sha = hashlib.sha256(WEIGHTS).hexdigest()
+    agent = _agent_with_manifest(tmp_path, {"format": 1, "recipes": {"write": {"command": WRITE}}, "artifacts": [
+        {"path": "ckpt/cartpole/run0.bin", "sha256": sha, "task": "gym/CartPole-v1", "run": 0, "recipe": "write"},
+        {"path": "ckpt/pendulum/run0.bin", "sha256": "f" * 64, "task": "gym/Pendulum-v1", "run": 0},
+        {"path": "ckpt/skill/run1.bin", "sha256": "e" * 64, "run": 1, "tasks": ["gym/Acrobot-v1", "gym/Pendulum-v1"]}]})
+    target = agent.parent / "ckpt" / "cartpole" / "run0.bin"
+    rows = ensure_artifacts(agent, [("gym/CartPole-v1", 0)], log=lambda _: None)  # Pendulum's not needed
+    assert rows == [{"path": "ckpt/cartpole/run0.bin", "sha256": sha, "status": "rebuilt"}]
+    assert target.read_bytes() == WEIGHTS
+    assert ensure_artifacts(agent, [("gym/CartPole-v1", 0)])[0]["status"] == "checked"
+    target.write_bytes(b"other weights\n")
+    with pytest.raises(ArtifactError, match="differs from the manifest's"):
+        ensure_artifacts(agent, [("gym/CartPole-v1", 0)])
+    with pytest.raises(ArtifactError, match="pendulum/run0.bin is missing and its manifest gives no recipe"):
+        ensure_artifacts(agent, [("gym/Pendulum-v1", 0)])
+    with pytest.raises(ArtifactError, match="skill/run1.bin is missing"):  # needed by another task's run 1
+        ensure_artifacts(agent, [("gym/Acrobot-v1", 1)])
+    assert ensure_artifacts(agent, [("gym/Acrobot-v1", 0), ("gym/CartPole-v1", 1)]) == []
+
+
+def test_a_rebuild_that_does_not_reproduce_the_file_is_set_aside(tmp_path):
+    agent = _agent_with_manifest(tmp_path, {"format": 1, "recipes": {"write": {"command": WRITE}}, "artifacts": [
+        {"path": "run0.bin", "sha256": "0" * 64, "recipe": "write"}]})
+    with pytest.raises(ArtifactError, match="not bit-for-bit reproducible"):
+        ensure_artifacts(agent, None, log=lambda _: None)
+    assert not (agent.parent / "run0.bin").exists() and (agent.parent / "run0.bin.rejected").is_file()
+
+
+def test_an_entry_whose_artifact_cannot_be_had_is_recorded_not_verifiable(tmp_path, board, capsys):
+    agent = _agent_with_manifest(tmp_path, {"format": 1, "artifacts": [{"path": "gone.bin", "sha256": "1" * 64}]})
+    code = main(["verify", str(RANDOM_RESULTS), "--agent", str(agent), "--tasks", *CARTPOLE,
+                 "--leaderboard", str(board), "--workers", "1"])
+    assert code == 2 and "gone.bin is missing" in capsys.readouterr().err
+    [entry] = load_entries(board)
+    [record] = entry.verifications()
+    assert record["status"] == "not_verifiable" and "gone.bin" in record["reason"] and record["date"]
+    assert entry.verification_status == "not_verifiable"
+
+
+def test_a_malformed_manifest_is_one_clear_error(tmp_path):
+    agent = _agent_with_manifest(tmp_path, {"format": 1, "artifacts": [{"path": "/etc/passwd", "sha256": None}]})
+    with pytest.raises(ArtifactError, match="must be relative"):
+        ensure_artifacts(agent)
+
+
+# ---------------------------------------------------------------------------------------------------
+# submit refuses results made without isolation
+
+
+@pytest.mark.parametrize("isolation, refused", [(None, False), ({"mode": "process", "layers": {}}, False),
+                                                ({"mode": "in-process", "layers": {}}, True)])
+def test_submit_refuses_in_process_results(tmp_path, isolation, refused):
+    data = valid_results()
+    if isolation is not None:
+        data["isolation"] = isolation
+    _, problems = check_submission(write_json(tmp_path / "r.json", data))
+    found = [p for p in problems if p.check == "isolation"]
+    assert bool(found) == refused and problems == found
+    if refused:
+        assert "run evaluate again without --in-process" in str(found[0])
