@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from baselines.ppo.rebuild import CANONICAL_DIRS, canonical_bytes, manifest
+from baselines.ppo.rebuild import canonical_bytes, manifest
 from polar_bench.artifacts import ArtifactError, ensure_artifacts
 
 torch = pytest.importorskip("torch")  # rebuild imports torch only when it runs
@@ -26,7 +26,7 @@ def test_the_same_weights_give_the_same_bytes_whatever_the_folders_and_file_name
     _checkpoint(tmp_path / "b.pt", "/tmp/polar_bench_ppo_x1", 0.25)
     assert canonical_bytes(tmp_path / "b.pt") != canonical_bytes(tmp_path / "a.pt")
     (tmp_path / "c.pt").write_bytes(canonical_bytes(tmp_path / "a.pt"))
-    assert torch.load(tmp_path / "c.pt", weights_only=True)["config"] == {**CANONICAL_DIRS, "seed": 0}
+    assert torch.load(tmp_path / "c.pt", weights_only=True)["config"] == {"seed": 0}
 
 
 def test_manifest_pins_files_on_disk_and_lists_absent_rebuildable_ones_unpinned(tmp_path):
@@ -47,3 +47,12 @@ def test_manifest_pins_files_on_disk_and_lists_absent_rebuildable_ones_unpinned(
     assert ensure_artifacts(tmp_path / "agent.py", [("gym/CartPole-v1", 0)])[0]["status"] == "checked"
     with pytest.raises(ArtifactError, match="pins no SHA-256"):
         ensure_artifacts(tmp_path / "agent.py", [("procgen/coinrun", 0)])
+
+
+def test_the_trainers_config_layout_does_not_change_the_bytes(tmp_path):
+    """The trainer once stored three output folders in the checkpoint's config, and now stores out_dir
+    and the resolved hyperparameters: a rebuilt checkpoint's SHA-256 must not depend on which."""
+    _checkpoint(tmp_path / "old.pt", "/tmp/polar_bench_ppo_x1", 0.5)
+    torch.save({"format": 1, "config": {"out_dir": "/tmp/polar_bench_ppo_z", "seed": 0, "lr": 3e-4},
+                "network": {"w": torch.full((3, 2), 0.5)}, "obs_rms": None}, tmp_path / "new.pt")
+    assert canonical_bytes(tmp_path / "old.pt") == canonical_bytes(tmp_path / "new.pt")

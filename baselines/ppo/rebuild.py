@@ -6,11 +6,12 @@
 
 Training is seeded and, with one torch thread, gives the same network weights on every run on the
 same machine and torch build (measured: baselines/ppo/README.md, "Artifacts"). What differed between
-two trainings of one run were only the temporary output folders that `sweep.train_isolated` stores in
-the checkpoint's ``config``, and the archive name ``torch.save`` takes from the file name. A rebuilt
-checkpoint therefore stores those three folders as their repository-relative defaults and is
-serialized through memory, so that its SHA-256 depends on the weights and settings alone; those are
-the SHA-256 that ``baselines/ppo/artifacts.json`` pins and that `polar_bench.artifacts` checks.
+two trainings of one run were the temporary output folder that `sweep.train_isolated` stores in the
+checkpoint's ``config`` (and the layout of that dict changes with the trainer's command line), and
+the archive name ``torch.save`` takes from the file name. A rebuilt checkpoint therefore keeps of
+its ``config`` only the seed (the settings are the experiment file's) and is serialized through
+memory, so that its SHA-256 depends on the weights alone; those are the SHA-256 that
+``baselines/ppo/artifacts.json`` pins and that `polar_bench.artifacts` checks.
 
 ``--write-manifest`` writes ``artifacts.json`` beside ``agent.py`` here and in ``baselines/llm_ppo/``
 (whose agent plays the same checkpoints): every checkpoint with a committed sidecar, its SHA-256 as
@@ -40,9 +41,8 @@ RECIPE = {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run
           "about": "deterministic retrain with one torch thread: about 40 s per Procgen run, 2-3 min per "
                    "NetHack run on one core"}
 EXPERIMENTS = ("v1_trained.yaml", "v1_rest.yaml", "v1_procgen.yaml")
-# What a rebuilt checkpoint stores as its output folders (the repository-relative defaults).
-CANONICAL_DIRS = {"checkpoint_dir": "baselines/ppo/checkpoints", "curve_dir": "baselines/ppo/curves",
-                  "log_dir": "baselines/ppo/runs"}
+# What a rebuilt checkpoint keeps of the trainer's config: the seed; the settings are the experiment file's.
+CANONICAL_CONFIG_KEYS = ("seed",)
 
 
 def find_config(task: str, run: int):
@@ -57,11 +57,12 @@ def find_config(task: str, run: int):
 
 
 def canonical_bytes(checkpoint: Path) -> bytes:
-    """The checkpoint re-serialized without its machine-specific output folders."""
+    """The checkpoint re-serialized without what depends on the machine or the trainer's version: its
+    ``config`` is cut down to `CANONICAL_CONFIG_KEYS`."""
     import torch
 
     data = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    data["config"] = {**data["config"], **CANONICAL_DIRS}
+    data["config"] = {k: data["config"][k] for k in CANONICAL_CONFIG_KEYS if k in data["config"]}
     buf = io.BytesIO()  # not a file name: torch.save would name the archive after it
     torch.save(data, buf)
     return buf.getvalue()
@@ -73,7 +74,7 @@ def rebuild(task: str, run: int, out: Path) -> dict:
 
     cfg = dataclasses.replace(find_config(task, run), torch_threads=1, progress=False)
     summary, files = train_isolated(cfg)
-    raw = files["checkpoint_dir"][f"{task}/run{run}.pt"]
+    raw = files[f"checkpoints/{task}/run{run}.pt"]
     target = out / task / f"run{run}.pt"
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
