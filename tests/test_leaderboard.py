@@ -228,3 +228,17 @@ def test_llm_tokens_spent_before_the_evaluation_are_shown_beside_the_per_episode
     assert entries["searcher"]["llm_tokens_before_evaluation"] == 585_281
     assert entries["searcher"]["llm_tokens_per_episode"] == 0
     assert entries["plain"]["llm_tokens_before_evaluation"] is None
+
+
+def test_verification_display_a_failure_stays_and_not_verifiable_is_shown():
+    from polar_bench.leaderboard.ranking import verification
+
+    passed = {"passed": True, "sample": 92, "population": 1770, "date": "2026-12-03T08:00:00+00:00",
+              "episodes": [{"task": "gym/CartPole-v1"}, {"task": "dmc/cheetah-run"}]}
+    failed = {"passed": False, "sample": 92, "mismatched": 3, "date": "2026-12-02T08:00:00+00:00", "episodes": []}
+    unverifiable = {"status": "not_verifiable", "reason": "checkpoints/x/run0.pt is missing"}
+    assert verification([], 38).text == "not verified"
+    assert verification([passed], 38).text == "92 of 1,770 episodes re-run, 2 of 38 tasks, 2026-12-03"
+    assert verification([failed, passed], 38).text == "failed (3 of 92 differ)"  # a later pass does not clear it
+    got = verification([passed, unverifiable], 38)
+    assert (got.status, got.text, got.detail) == ("not_verifiable", "not verifiable", "checkpoints/x/run0.pt is missing")

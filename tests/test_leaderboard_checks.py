@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_leaderboard_fixtures import valid_results, write_json
 
 from polar_bench.cli import main
 from polar_bench.leaderboard import check_data, check_submission, recompute_summary
-from test_leaderboard_fixtures import valid_results, write_json
 
 
 def problems_of(data, check=None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ XSS_INFO = {
 }
 
 
-@lru_cache(maxsize=None)
+@cache
 def suite_v1():
     return load_suite(SUITES_DIR / "v1.toml")
 
@@ -74,7 +74,7 @@ def synthetic_results(name: str, skill: float, *, seed: int = 0, runs: int = 3, 
     }
 
 
-@lru_cache(maxsize=None)
+@cache
 def _cached(name: str, skill: float, seed: int, llm: bool) -> str:
     return json.dumps(synthetic_results(name, skill, seed=seed, llm=llm))
 

@@ -10,8 +10,16 @@ The command line: ``python -m polar_bench submit | verify | leaderboard build`` 
 """
 
 from .checks import CHECKS, Problem, check_data, check_submission, recompute_summary, released_suites
-from .entries import (DEFAULT_DIR, Entry, SubmissionRejected, content_id, episodes_fingerprint, find_entry,
-                      load_entries, submit)
+from .entries import (
+                      DEFAULT_DIR,
+                      Entry,
+                      SubmissionRejected,
+                      content_id,
+                      episodes_fingerprint,
+                      find_entry,
+                      load_entries,
+                      submit,
+)
 from .ranking import Board, RankingOptions, Row, leaderboard_table, markdown_table, rank_entries
 from .site import build, render_tables
 from .verify import STOCHASTIC_TOLERANCE, verify

@@ -78,26 +78,33 @@ class Verification:
 def verification(records: Sequence[dict], tasks: int) -> Verification:
     """The display of an entry's verification from its records (oldest first) and its task count.
 
-    "N of M episodes re-run, T of U tasks, DATE" when the latest record passed; "failed (k of N
-    differ)" when it did not; "not verifiable" when it says ``"status": "not_verifiable"`` (its
-    ``reason`` becomes the detail); "not verified" without any record.
+    "failed (k of N differ)" when any recorded re-run did not match (a failure stays: verifying again
+    until a fresh sample happens to miss the altered episodes must not clear it); otherwise "not
+    verifiable" when the latest record says ``"status": "not_verifiable"`` (its ``reason`` becomes
+    the detail); "N of M episodes re-run, T of U tasks, DATE" from the latest passed record; "not
+    verified" without any record. The same rule as `Entry.verification_status`.
     """
     if not records:
         return Verification("unverified", "not verified")
-    v = records[-1]
-    date = str(v.get("date") or "")[:10]
-    if v.get("status") == "not_verifiable":
-        return Verification("not_verifiable", "not verifiable", str(v.get("reason") or ""))
-    rows = [r for r in v.get("episodes") or [] if isinstance(r, dict)]
-    sample = v.get("sample", len(rows))
-    if not v.get("passed"):
+    outcomes = [r for r in records if r.get("status") != "not_verifiable"]
+    failed = [r for r in outcomes if not r.get("passed")]
+    if failed:
+        v = failed[-1]
+        rows = [r for r in v.get("episodes") or [] if isinstance(r, dict)]
         differ = v.get("mismatched")
         if not isinstance(differ, int):
             differ = sum(1 for r in rows if r.get("match") is False or (r.get("mismatched") or 0) > 0)
-        return Verification("failed", f"failed ({differ} of {sample} differ)", date)
+        return Verification("failed", f"failed ({differ} of {v.get('sample', len(rows))} differ)",
+                            str(v.get("date") or "")[:10])
+    if records[-1].get("status") == "not_verifiable":
+        return Verification("not_verifiable", "not verifiable", str(records[-1].get("reason") or ""))
+    v = outcomes[-1]
+    rows = [r for r in v.get("episodes") or [] if isinstance(r, dict)]
+    sample = v.get("sample", len(rows))
     covered = len({r.get("task") for r in rows if r.get("task")})
     population = v.get("population")
     of = f" of {population:,}" if isinstance(population, int) else ""
+    date = str(v.get("date") or "")[:10]
     return Verification("verified", f"{sample:,}{of} episodes re-run, {covered} of {tasks} tasks, {date}")
 
 
