@@ -410,6 +410,7 @@ class Policy:
             raise ValueError("act_each is for discrete actions; continuous ones are computed row by row")
         obs = self.preprocess(batch, update=False)
         dist = self.network.distribution(self.network.actor_body(obs))
+        assert isinstance(dist, Categorical)  # checked above: the network is discrete
         actions = dist.logits.argmax(-1).tolist()  # the modes, as `act` takes them
         probs = dist.probs if any(g is not None for g in generators) else None
         for i, generator in enumerate(generators):
