@@ -279,6 +279,8 @@ class IsolatedAgents:
         self._buf = bytearray()
         self._next = 0
         self._seq = 0
+        self._outstanding: set[int] = set()  # requests sent and not answered yet
+        self._stash: dict[int, tuple[bytes, Any]] = {}  # answers read while waiting for another
         self.starts = 0
 
     # ------------------------------------------------------------------ life cycle
@@ -373,6 +375,8 @@ class IsolatedAgents:
                     pass
                 setattr(self, name, -1)
         self._buf.clear()
+        self._outstanding.clear()
+        self._stash.clear()
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -411,9 +415,11 @@ class IsolatedAgents:
             how = "closed its pipe"
         return AgentGone("agent_error", f"the agent process {how} {phase}")
 
-    def _send(self, tag: bytes, value: Any, deadline: float) -> None:
+    def _send(self, tag: bytes, value: Any, deadline: float) -> int:
+        """Send a request; return its sequence number."""
         self._seq += 1
         payload = tag + _wire.encode([self._seq, value])
+        self._outstanding.add(self._seq)
         data = memoryview(len(payload).to_bytes(4, "little") + payload)
         while data:
             try:
@@ -425,8 +431,16 @@ class IsolatedAgents:
             if data and time.monotonic() > deadline:
                 self.kill()
                 raise AgentGone("timeout", "timeout")
+        return self._seq
 
-    def _receive(self, deadline: float, phase: str) -> tuple[bytes, Any]:
+    def _receive(self, deadline: float, phase: str, seq: int | None = None) -> tuple[bytes, Any]:
+        """The answer to request ``seq`` (default: the latest). The agent process answers in order;
+        an answer to another outstanding request read meanwhile is kept for its own `_receive`, and a
+        frame that answers nothing outstanding (a forked child's, one given after a timeout) is skipped."""
+        wanted = self._seq if seq is None else seq
+        if wanted in self._stash:
+            self._outstanding.discard(wanted)
+            return self._stash.pop(wanted)
         buf = self._buf
         while True:
             if len(buf) >= 4:
@@ -443,12 +457,17 @@ class IsolatedAgents:
                     except (_wire.WireError, TypeError, ValueError) as exc:
                         self.kill()
                         raise AgentGone("agent_error", f"the agent process sent an unreadable reply: {exc}") from None
-                    if seq == self._seq:
+                    got, value = seq, value
+                    if got == wanted:
+                        self._outstanding.discard(wanted)
                         return frame[:1], value
-                    if not isinstance(seq, int) or seq > self._seq:
+                    if not isinstance(got, int) or got > self._seq:
                         self.kill()
                         raise AgentGone("agent_error", "the agent process answered a request it was not sent")
-                    continue  # a stale frame (a forked child's, or an answer given after a timeout): skip it
+                    if got in self._outstanding:
+                        self._outstanding.discard(got)
+                        self._stash[got] = (frame[:1], value)
+                    continue
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
@@ -509,20 +528,36 @@ class IsolatedAgents:
 
     def act(self, slots: list[Slot], observations: list, infos: list,
             timeout: float | None) -> tuple[list, list[str | None]]:
+        seq = self.act_send(slots, observations, infos, timeout)
+        return self.act_receive(seq, len(slots), time.monotonic() + (timeout if timeout is not None else 1e9))
+
+    def act_send(self, slots: list[Slot], observations: list, infos: list, timeout: float | None) -> int:
+        """Send an act request without waiting for its answer (`act_receive`); return its number. The
+        episode loop keeps two in flight, so that the worker steps one half of its lanes while the
+        agent process computes the other half's actions."""
+        if not self.alive():
+            self.start()
         request = {"slots": [s.id for s in slots], "observations": observations, "infos": infos}
+        deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
         try:
-            payload_ok = True
-            reply = self._call(b"A", request, timeout, "acting")
-        except TypeError:
-            payload_ok = False
-        if not payload_ok:  # an info value the wire format cannot carry: send a plain copy
+            return self._send(b"A", request, deadline)
+        except TypeError:  # an info value the wire format cannot carry: send a plain copy
             request["infos"] = [_plain(i) for i in infos]
             request["observations"] = [_plain(o) for o in observations]
-            reply = self._call(b"A", request, timeout, "acting")
+            return self._send(b"A", request, deadline)
+
+    def act_receive(self, seq: int, lanes: int, deadline: float) -> tuple[list, list[str | None]]:
+        kind, reply = self._receive(deadline, "acting", seq)
+        if kind != b"O":
+            if kind == b"E" and isinstance(reply, dict) and not reply.get("load"):
+                self.kill()
+                raise AgentGone("agent_error", str(reply.get("error", "act failed"))[:8000])
+            self.kill()
+            raise AgentGone("agent_error", f"the agent process sent an unexpected reply {kind!r}")
         actions = reply.get("actions") if isinstance(reply, dict) else None
         errors = reply.get("errors") if isinstance(reply, dict) else None
-        if not isinstance(actions, list) or not isinstance(errors, list) or len(actions) != len(slots) \
-                or len(errors) != len(slots):
+        if not isinstance(actions, list) or not isinstance(errors, list) or len(actions) != lanes \
+                or len(errors) != lanes:
             self.kill()
             raise AgentGone("agent_error", "the agent process answered act() with junk")
         return actions, [None if e is None else str(e)[:8000] for e in errors]

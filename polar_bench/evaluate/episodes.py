@@ -255,60 +255,109 @@ class EpisodeRunner:
             lane.own += time.perf_counter() - t
             lane.digest = TrajectoryDigest(units[i][3])
             lane.digest.start(lane.obs)
-        while active:
+        return self._tick_loop(out, active, slots, units)
+
+    def _tick_loop(self, out: list, active: list[int], slots: dict[int, Slot],
+                   units: list) -> tuple[list, list[int]]:
+        """Step the lanes in ``active`` until their episodes end. With an agent process and two or more
+        lanes, the lanes are split in two groups with a request each in flight: the worker steps one
+        group's environments while the agent process computes the other group's actions (two cores
+        at work instead of one waiting for the other). Each lane sees the same observations and
+        actions as when played alone."""
+        pipelined = isinstance(self.agents, IsolatedAgents) and len(active) >= 2
+        groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
+        inflight: dict[int, tuple] = {}  # group -> (seq or None, sent at, limit, episode time left, request)
+        last_answer = time.perf_counter()
+
+        def send(g: int) -> None:
+            group = groups[g]
             # one act() per lane, one act_batch() per shared slot: the step timeout applies to each call
-            calls = len({slots[i].id for i in active if slots[i].batch}) + sum(not slots[i].batch for i in active)
+            calls = len({slots[i].id for i in group if slots[i].batch}) + sum(not slots[i].batch for i in group)
             limit = self.step_timeout * calls if self.step_timeout else None
-            episode_left = None
+            left = None
             if self.episode_timeout:
-                episode_left = min(self.episode_timeout - self.lanes[i].own for i in active)
-                limit = episode_left if limit is None else min(limit, episode_left)
+                left = min(self.episode_timeout - self.lanes[i].own for i in group)
+                limit = left if limit is None else min(limit, left)
             if limit is not None and limit <= 0:
-                for i in active:
+                for i in group:
                     out[i] = self._finish(self.lanes[i], "timeout", self._timeout_text(self.lanes[i], True))
-                return out, []
+                groups[g] = []
+                return
+            request = ([slots[i] for i in group], [self.lanes[i].obs for i in group],
+                       [{**self.lanes[i].info, "episode_seed": units[i][3]} if slots[i].batch
+                        else self.lanes[i].info for i in group])
+            seq = self.agents.act_send(*request, limit) if pipelined else None  # type: ignore[union-attr]
+            inflight[g] = (seq, time.perf_counter(), limit, left, request)
+
+        def gone_now(gone: AgentGone, limit, left) -> tuple[list, list[int]]:
+            if gone.kind == "timeout":
+                by_episode = left is not None and limit is not None and left <= limit + 1e-9
+                gone = AgentGone("timeout", "\0episode" if by_episode else "\0step")
+            everyone = [i for group in groups for i in group]
+            return self._gone(out, everyone, gone, units)
+
+        for g in range(len(groups)):
+            try:
+                send(g)
+            except AgentGone as gone:
+                return gone_now(gone, None, None)
+        while inflight:
+            for g in range(len(groups)):
+                if g not in inflight:
+                    continue
+                seq, sent, limit, left, request = inflight.pop(g)
+                started = max(sent, last_answer)  # the agent process answers in order
+                try:
+                    if seq is None:
+                        r_slots, r_obs, r_infos = request
+                        actions, errors = self.agents.act(r_slots, r_obs, r_infos, limit)
+                    else:
+                        deadline = time.monotonic() + (limit if limit is not None else 1e9) \
+                            - (time.perf_counter() - started)
+                        actions, errors = self.agents.act_receive(seq, len(request[0]),  # type: ignore[union-attr]
+                                                                  deadline)
+                except AgentGone as gone:
+                    return gone_now(gone, limit, left)
+                last_answer = time.perf_counter()
+                groups[g] = self._step_lanes(out, groups[g], actions, errors, last_answer - started)
+                if groups[g]:
+                    try:
+                        send(g)
+                    except AgentGone as gone:
+                        return gone_now(gone, None, None)
+        return out, []
+
+    def _step_lanes(self, out: list, group: list[int], actions: list, errors: list, dt: float) -> list[int]:
+        """Step each lane of ``group`` with its action; return the lanes whose episode goes on."""
+        still = []
+        for i, action, err in zip(group, actions, errors, strict=True):
+            lane = self.lanes[i]
+            lane.own += dt
+            lane.agent_s += dt
+            if err is not None:
+                out[i] = self._finish(lane, "agent_error", err)
+                continue
             t = time.perf_counter()
             try:
-                infos = [{**self.lanes[i].info, "episode_seed": units[i][3]} if slots[i].batch
-                         else self.lanes[i].info for i in active]
-                actions, errors = self.agents.act([slots[i] for i in active], [self.lanes[i].obs for i in active],
-                                                  infos, limit)
-            except AgentGone as gone:
-                if gone.kind == "timeout":
-                    by_episode = episode_left is not None and limit is not None and episode_left <= limit + 1e-9
-                    gone = AgentGone("timeout", "\0episode" if by_episode else "\0step")
-                return self._gone(out, active, gone, units)
-            dt = time.perf_counter() - t
-            still = []
-            for i, action, err in zip(active, actions, errors, strict=True):
-                lane = self.lanes[i]
-                lane.own += dt
-                lane.agent_s += dt
-                if err is not None:
-                    out[i] = self._finish(lane, "agent_error", err)
-                    continue
-                t = time.perf_counter()
-                try:
-                    obs, reward, terminated, truncated, info = lane.harness.step(action)
-                except InvalidActionError as exc:
-                    out[i] = self._finish(lane, "agent_error", f"InvalidActionError: {exc}")
-                    continue
-                except HarnessError as exc:
-                    out[i] = self._finish(lane, "env_error", f"{exc}\n{exc.native_traceback[-4000:]}")
-                    continue
-                lane.own += time.perf_counter() - t
-                lane.ret += reward
-                lane.length += 1
-                lane.obs, lane.info = obs, info
-                lane.digest.step(action, reward, terminated, truncated, obs)  # type: ignore[union-attr]
-                if terminated or truncated:
-                    out[i] = self._finish(lane, "ok", None)
-                elif self.episode_timeout and lane.own > self.episode_timeout:
-                    out[i] = self._finish(lane, "timeout", self._timeout_text(lane, True))
-                else:
-                    still.append(i)
-            active = still
-        return out, []
+                obs, reward, terminated, truncated, info = lane.harness.step(action)
+            except InvalidActionError as exc:
+                out[i] = self._finish(lane, "agent_error", f"InvalidActionError: {exc}")
+                continue
+            except HarnessError as exc:
+                out[i] = self._finish(lane, "env_error", f"{exc}\n{exc.native_traceback[-4000:]}")
+                continue
+            lane.own += time.perf_counter() - t
+            lane.ret += reward
+            lane.length += 1
+            lane.obs, lane.info = obs, info
+            lane.digest.step(action, reward, terminated, truncated, obs)  # type: ignore[union-attr]
+            if terminated or truncated:
+                out[i] = self._finish(lane, "ok", None)
+            elif self.episode_timeout and lane.own > self.episode_timeout:
+                out[i] = self._finish(lane, "timeout", self._timeout_text(lane, True))
+            else:
+                still.append(i)
+        return still
 
     def _timeout_text(self, lane: _Lane, episode: bool) -> str:
         if episode or not self.step_timeout:
