@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing as mp
+import os
 import signal
 import tempfile
 import time
@@ -75,13 +76,17 @@ def make_runner(agent_path: str, settings: dict) -> EpisodeRunner:
     return EpisodeRunner(agent_path, settings["options"], settings["step_timeout"], settings["episode_timeout"],
                          settings["lanes"], in_process=settings["in_process"],
                          agent_memory_mb=settings["agent_memory_mb"], network=settings["network"],
-                         llm_endpoint=settings["llm_endpoint"])
+                         llm_endpoint=settings["llm_endpoint"], pipeline=settings["pipeline"])
 
 
 def worker_settings(cfg: EvalConfig, options: dict) -> dict:
     return {"options": options, "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
             "lanes": cfg.envs_per_worker, "in_process": cfg.in_process, "agent_memory_mb": cfg.agent_memory_mb,
             "network": cfg.agent_network, "llm_endpoint": cfg.llm_endpoint,
+            # Overlap a worker's environment steps with its agent process's acting only where there is a
+            # core for each: with every core running a worker already, two requests in flight per step
+            # only halve the lanes each request carries.
+            "pipeline": cfg.backend == "local" and 2 * (cfg.workers or 1) <= (os.cpu_count() or 1),
             "plugins": {str(Path(p).resolve()): Path(p).read_bytes() for p in cfg.harness_plugins}}
 
 

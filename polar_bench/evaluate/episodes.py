@@ -136,7 +136,7 @@ class EpisodeRunner:
     def __init__(self, agent_path: str, options: dict, step_timeout: float | None,
                  episode_timeout: float | None, lanes: int = 1, *, in_process: bool = False,
                  agent_memory_mb: int | None = None, network: bool = False,
-                 llm_endpoint: tuple[str, int] | None = None):
+                 llm_endpoint: tuple[str, int] | None = None, pipeline: bool = True):
         self.options = options
         self.step_timeout = step_timeout
         self.episode_timeout = episode_timeout
@@ -150,6 +150,7 @@ class EpisodeRunner:
             if agent_memory_mb is not None:
                 kwargs["memory_mb"] = agent_memory_mb
             self.agents = IsolatedAgents(agent_path, **kwargs)
+        self.pipeline = pipeline  # two lane groups in flight (a core for the agent process beside the worker's)
         self.shared: dict[tuple, Slot] = {}  # (task, run) -> the slot of an act_batch agent
         self._on_record: Callable[[dict], None] | None = None
 
@@ -262,9 +263,9 @@ class EpisodeRunner:
         """Step the lanes in ``active`` until their episodes end. With an agent process and two or more
         lanes, the lanes are split in two groups with a request each in flight: the worker steps one
         group's environments while the agent process computes the other group's actions (two cores
-        at work instead of one waiting for the other). Each lane sees the same observations and
-        actions as when played alone."""
-        pipelined = isinstance(self.agents, IsolatedAgents) and len(active) >= 2
+        at work instead of one waiting for the other), when ``pipeline`` says a core is free for that.
+        Each lane sees the same observations and actions as when played alone."""
+        pipelined = self.pipeline and isinstance(self.agents, IsolatedAgents) and len(active) >= 2
         groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
         inflight: dict[int, tuple] = {}  # group -> (seq or None, sent at, limit, episode time left, request)
         last_answer = time.perf_counter()
