@@ -36,7 +36,8 @@ REQ_FD, RESP_FD = 3, 4
 MAX_REQUEST = 1 << 30
 
 
-def _format(exc: BaseException) -> str:
+def format_exception(exc: BaseException) -> str:
+    """An exception and the last frames of its traceback, at most 8,000 characters."""
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     text = "".join(tb[-6:])
     return f"{type(exc).__name__}: {exc}\n{text}"[:8000]
@@ -95,6 +96,49 @@ def _as_list(actions, n: int) -> list:
     return actions
 
 
+def reset_all(agents: dict, slots: list, seeds: list) -> list[str | None]:
+    """``reset(seed)`` of the agent in each slot; the error text of each that raised, else None."""
+    errors: list[str | None] = []
+    for slot, seed in zip(slots, seeds, strict=True):
+        agent = agents[slot]
+        try:
+            if hasattr(agent, "reset"):
+                agent.reset(seed)
+            errors.append(None)
+        except Exception as exc:  # noqa: BLE001 - the agent's failure is reported, not raised
+            errors.append(format_exception(exc))
+    return errors
+
+
+def act_all(agents: dict, slots: list, observations: list, infos: list) -> tuple[list, list[str | None]]:
+    """The actions for entries ``(slot, observation, info)``: one ``act_batch`` call per slot whose
+    agent has it, one ``act`` per entry otherwise; the error text of each entry whose call raised.
+    The agent process and ``evaluate --in-process`` both act through this."""
+    actions: list = [None] * len(slots)
+    errors: list[str | None] = [None] * len(slots)
+    groups: dict = {}
+    for i, slot in enumerate(slots):
+        groups.setdefault(slot, []).append(i)
+    for slot, idx in groups.items():
+        agent = agents[slot]
+        batch = getattr(agent, "act_batch", None)
+        if callable(batch):
+            try:
+                out = _as_list(batch([observations[i] for i in idx], [infos[i] for i in idx]), len(idx))
+                for i, a in zip(idx, out, strict=True):
+                    actions[i] = a
+            except Exception as exc:  # noqa: BLE001 - the agent's failure is reported, not raised
+                for i in idx:
+                    errors[i] = format_exception(exc)
+            continue
+        for i in idx:
+            try:
+                actions[i] = agent.act(observations[i], infos[i])
+            except Exception as exc:  # noqa: BLE001
+                errors[i] = format_exception(exc)
+    return actions, errors
+
+
 class _Server:
     def __init__(self, module, path: str, pipe: _Pipe):
         from polar_bench.task_info import TaskInfo
@@ -119,41 +163,10 @@ class _Server:
                       "batch": callable(getattr(agent, "act_batch", None))}
 
     def reset(self, req: dict):
-        errors: list[str | None] = []
-        for slot, seed in zip(req["slots"], req["seeds"], strict=True):
-            agent = self.agents[slot]
-            try:
-                if hasattr(agent, "reset"):
-                    agent.reset(seed)
-                errors.append(None)
-            except Exception as exc:  # noqa: BLE001 - the agent's failure is reported, not raised
-                errors.append(_format(exc))
-        return b"O", {"errors": errors}
+        return b"O", {"errors": reset_all(self.agents, req["slots"], req["seeds"])}
 
     def act(self, req: dict):
-        slots, observations, infos = req["slots"], req["observations"], req["infos"]
-        actions: list = [None] * len(slots)
-        errors: list = [None] * len(slots)
-        groups: dict = {}
-        for i, slot in enumerate(slots):
-            groups.setdefault(slot, []).append(i)
-        for slot, idx in groups.items():
-            agent = self.agents[slot]
-            batch = getattr(agent, "act_batch", None)
-            if callable(batch):
-                try:
-                    out = _as_list(batch([observations[i] for i in idx], [infos[i] for i in idx]), len(idx))
-                    for i, a in zip(idx, out, strict=True):
-                        actions[i] = a
-                except Exception as exc:  # noqa: BLE001
-                    for i in idx:
-                        errors[i] = _format(exc)
-                continue
-            for i in idx:
-                try:
-                    actions[i] = agent.act(observations[i], infos[i])
-                except Exception as exc:  # noqa: BLE001
-                    errors[i] = _format(exc)
+        actions, errors = act_all(self.agents, req["slots"], req["observations"], req["infos"])
         return b"O", {"actions": actions, "errors": errors}
 
     def episode_info(self, slot):
@@ -161,7 +174,7 @@ class _Server:
         try:
             info = agent.episode_info() if hasattr(agent, "episode_info") else None
         except Exception as exc:  # noqa: BLE001
-            return b"E", {"error": "episode_info() raised " + _format(exc)}
+            return b"E", {"error": "episode_info() raised " + format_exception(exc)}
         return b"O", info
 
     def close(self, slot):
@@ -189,7 +202,7 @@ class _Server:
             try:
                 reply = handler(value)
             except Exception as exc:  # noqa: BLE001 - e.g. a request for a slot that is gone
-                reply = b"E", {"error": _format(exc)}
+                reply = b"E", {"error": format_exception(exc)}
             self.pipe.write(*reply)
 
 
@@ -228,7 +241,7 @@ def main() -> None:
                            max_processes=int(cfg["max_processes"]), network=bool(cfg.get("network")),
                            forward_port=cfg.get("forward_port"), forward_fd=RESP_FD + 1 if fwd is not None else None)
     except Exception as exc:  # noqa: BLE001 - report, never run the agent half locked down
-        pipe.write(b"E", {"error": f"the agent process could not lock itself down: {_format(exc)}"})
+        pipe.write(b"E", {"error": f"the agent process could not lock itself down: {format_exception(exc)}"})
         return
     _die_with_parent(parent)
 

@@ -32,6 +32,7 @@ from ..agent import agent_info, build_agent, load_agent_module
 from ..errors import AgentLoadError
 from ..sandbox import _wire
 from ..task_info import TaskInfo
+from .agent_process import act_all, format_exception, reset_all
 from .lockdown import AGENT_UID
 
 __all__ = ["AgentGone", "Slot", "IsolatedAgents", "InProcessAgents", "probe_agent", "DEFAULT_AGENT_MEMORY_MB"]
@@ -59,13 +60,6 @@ class Slot:
     wants_text: bool
     batch: bool
     generation: int  # the agent process it lives in; a restarted process invalidates its slots
-
-
-def _fmt(exc: BaseException) -> str:
-    import traceback
-
-    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-    return f"{type(exc).__name__}: {exc}\n{''.join(tb[-6:])}"[:8000]
 
 
 def _plain(value: Any, depth: int = 0) -> Any:
@@ -119,16 +113,7 @@ class InProcessAgents:
                     callable(getattr(agent, "act_batch", None)), self.generation)
 
     def reset(self, slots: list[Slot], seeds: list[int]) -> list[str | None]:
-        errors: list[str | None] = []
-        for slot, seed in zip(slots, seeds, strict=True):
-            agent = self.agents[slot.id]
-            try:
-                if hasattr(agent, "reset"):
-                    agent.reset(seed)
-                errors.append(None)
-            except Exception as exc:  # noqa: BLE001
-                errors.append(_fmt(exc))
-        return errors
+        return reset_all(self.agents, [s.id for s in slots], seeds)
 
     def act(self, slots: list[Slot], observations: list, infos: list,
             timeout: float | None) -> tuple[list, list[str | None]]:
@@ -143,33 +128,8 @@ class InProcessAgents:
             if use_alarm:
                 signal.setitimer(signal.ITIMER_REAL, 0)
 
-    def _act(self, slots, observations, infos):
-        actions: list = [None] * len(slots)
-        errors: list[str | None] = [None] * len(slots)
-        groups: dict[int, list[int]] = {}
-        for i, slot in enumerate(slots):
-            groups.setdefault(slot.id, []).append(i)
-        for sid, idx in groups.items():
-            agent = self.agents[sid]
-            batch = getattr(agent, "act_batch", None)
-            if callable(batch):
-                try:
-                    out = batch([observations[i] for i in idx], [infos[i] for i in idx])
-                    out = list(out) if not hasattr(out, "shape") else [out[k] for k in range(len(idx))]
-                    if len(out) != len(idx):
-                        raise ValueError(f"act_batch returned {len(out)} actions for {len(idx)} observations")
-                    for i, a in zip(idx, out, strict=True):
-                        actions[i] = a
-                except Exception as exc:  # noqa: BLE001
-                    for i in idx:
-                        errors[i] = _fmt(exc)
-                continue
-            for i in idx:
-                try:
-                    actions[i] = agent.act(observations[i], infos[i])
-                except Exception as exc:  # noqa: BLE001
-                    errors[i] = _fmt(exc)
-        return actions, errors
+    def _act(self, slots: list[Slot], observations: list, infos: list) -> tuple[list, list[str | None]]:
+        return act_all(self.agents, [s.id for s in slots], observations, infos)
 
     def episode_info(self, slot: Slot) -> tuple[dict | None, str | None]:
         agent = self.agents[slot.id]
@@ -178,7 +138,7 @@ class InProcessAgents:
         try:
             return agent.episode_info() or None, None
         except Exception as exc:  # noqa: BLE001
-            return None, "episode_info() raised " + _fmt(exc)
+            return None, "episode_info() raised " + format_exception(exc)
 
     def close_slot(self, slot: Slot) -> None:
         agent = self.agents.pop(slot.id, None)
