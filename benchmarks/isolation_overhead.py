@@ -9,11 +9,11 @@
 2. The PPO baseline on one task of each family (gym/CartPole-v1, dmc/cheetah-run, procgen/coinrun,
    nethack/Score, babyai/GoToLocal; ``--episodes`` each) in one worker's `EpisodeRunner`: in-process
    acting one lane at a time against isolated with ``act_batch`` over 8 lanes. Environment steps
-   per second once started (the agent process's start-up, about 2 s for torch and the checkpoint,
-   is paid once per worker and not timed), per task and overall. Target: at least 2x. Where a
-   trained checkpoint is missing (NetHack and Procgen are not committed), an untrained network of
-   the same architecture is saved in a temporary folder and played instead: speed does not depend
-   on the weights.
+   per second once started (the agent process's start-up, importing torch and loading the
+   checkpoint, is paid once per worker and not timed), per task and overall. Target: at least 2x.
+   Where a trained checkpoint is missing (NetHack and Procgen are not committed), an untrained
+   network of the same architecture is saved in a temporary folder and played instead: speed does
+   not depend on the weights.
 
 Also prints that both modes gave identical episodes (returns and trajectory digests), as they must.
 """

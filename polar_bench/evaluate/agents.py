@@ -30,7 +30,7 @@ from typing import Any
 
 from ..agent import agent_info, build_agent, load_agent_module
 from ..errors import AgentLoadError
-from ..sandbox import _wire
+from ..sandbox import _wire, kill_process_group
 from ..task_info import TaskInfo
 from .agent_process import act_all, format_exception, reset_all
 from .lockdown import AGENT_UID
@@ -152,8 +152,13 @@ class InProcessAgents:
         return True
 
     def restart(self) -> None:
-        for sid in list(self.agents):
-            self.close_slot(Slot(sid, False, False, self.generation))
+        for agent in self.agents.values():
+            if hasattr(agent, "close"):
+                try:
+                    agent.close()
+                except Exception:  # noqa: BLE001 - a failing close() loses nothing
+                    pass
+        self.agents.clear()
 
     def close(self) -> None:
         self.restart()
@@ -307,19 +312,7 @@ class IsolatedAgents:
     def kill(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                try:
-                    proc.kill()
-                except OSError:
-                    pass
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
-                pass
+            kill_process_group(proc)
         if self._forwarder is not None:
             self._forwarder.close()
             self._forwarder = None
@@ -417,7 +410,7 @@ class IsolatedAgents:
                     except (_wire.WireError, TypeError, ValueError) as exc:
                         self.kill()
                         raise AgentGone("agent_error", f"the agent process sent an unreadable reply: {exc}") from None
-                    got, value = seq, value
+                    got = seq
                     if got == wanted:
                         self._outstanding.discard(wanted)
                         return frame[:1], value

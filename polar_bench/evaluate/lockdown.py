@@ -44,6 +44,8 @@ import platform
 import resource
 import sys
 
+from ..sandbox._child import install_bpf
+
 __all__ = ["lock_down", "protect_trusted_process", "landlock_abi", "AGENT_UID"]
 
 AGENT_UID = 65534  # "nobody": the uid an agent process started by root runs as
@@ -169,18 +171,9 @@ def _seccomp() -> str:
         prog.append((jeq, len(nrs) - i, 0, nr))
     prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
 
-    class SockFilter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                    ("k", ctypes.c_uint32)]
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
-
-    arr = (SockFilter * len(prog))(*[SockFilter(*ins) for ins in prog])
-    fprog = SockFprog(len(prog), ctypes.cast(arr, ctypes.POINTER(SockFilter)))
-    pr_set_seccomp, seccomp_mode_filter = 22, 2
-    if _libc().prctl(pr_set_seccomp, seccomp_mode_filter, ctypes.byref(fprog), 0, 0) != 0:
-        return f"failed (errno {ctypes.get_errno()})"
+    state = install_bpf(prog)
+    if state != "on":
+        return state
     return f"on ({len(nrs)} system calls refused)"
 
 

@@ -34,7 +34,7 @@ from polar_bench.errors import PolarBenchError, describe_value
 
 from . import _wire
 
-__all__ = ["SandboxedPolicy", "SandboxViolation", "SandboxError", "DEFAULT_ALLOWED_IMPORTS"]
+__all__ = ["SandboxedPolicy", "SandboxViolation", "SandboxError", "DEFAULT_ALLOWED_IMPORTS", "kill_process_group"]
 
 #: Modules a policy program may import (with their submodules). A first filter, not the boundary.
 DEFAULT_ALLOWED_IMPORTS: frozenset[str] = frozenset({
@@ -90,6 +90,24 @@ def _module_paths() -> list[str]:
     paths = [os.path.dirname(os.path.abspath(__file__)),
              os.path.dirname(os.path.dirname(os.path.abspath(numpy.__file__)))]
     return list(dict.fromkeys(paths))
+
+
+def kill_process_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group that ``proc`` leads (started with ``start_new_session=True``) and
+    reap ``proc``; nothing in the group can catch it. Safe on a process that already ended."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.kill()
+        except OSError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
+        pass
 
 
 def _signal_name(sig: int) -> str:
@@ -471,19 +489,7 @@ class SandboxedPolicy:
     def _kill(self) -> None:
         proc, self._proc = self._proc, None
         if proc is not None:
-            if proc.returncode is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-                try:
-                    proc.kill()
-                except OSError:
-                    pass
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
-                pass
+            kill_process_group(proc)
         self._drain_output()
         for attr in ("_req", "_resp", "_out"):
             fd = getattr(self, attr)

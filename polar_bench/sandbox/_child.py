@@ -148,7 +148,15 @@ def _install_seccomp(libc: Any, ctypes: Any) -> str:
     import platform
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return f"unavailable on {platform.machine()}"
-    prog = _seccomp_program(os.getpid())
+    return install_bpf(_seccomp_program(os.getpid()))
+
+
+def install_bpf(prog: list) -> str:
+    """Install a seccomp BPF filter, given as (code, jt, jf, k) instructions, on the calling thread
+    (no_new_privs must be set); "on" or why not. The agent processes of `evaluate` use it too."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
 
     class SockFilter(ctypes.Structure):
         _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
