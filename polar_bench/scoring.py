@@ -367,9 +367,9 @@ def _iqm_counts(rc: RunCounts) -> np.ndarray:
     32,767 cells): the passes over ``cells × replicates`` then move a quarter of the bytes of float64."""
     vals = rc.values.T.ravel()  # cell t * runs + r holds values[r, t], as counts.reshape(-1, n) orders them
     order = np.argsort(vals, kind="stable")
-    kind = np.int16 if vals.size <= np.iinfo(np.int16).max else np.int32
-    counts = rc.counts.reshape(vals.size, -1)[order].astype(kind)  # (cells in sorted order, replicates)
-    end = np.empty_like(counts)  # the running sum row by row: numpy's cumsum along axis 0 is a strided
+    kind: type[np.signedinteger] = np.int16 if vals.size <= np.iinfo(np.int16).max else np.int32
+    counts: np.ndarray = rc.counts.reshape(vals.size, -1)[order].astype(kind)  # (cells in sorted order, replicates)
+    end: np.ndarray = np.empty_like(counts)  # the running sum row by row: numpy's cumsum along axis 0 is a strided
     end[0] = counts[0]  # loop, several times slower than adding contiguous rows
     for i in range(1, len(counts)):
         np.add(end[i - 1], counts[i], out=end[i])
