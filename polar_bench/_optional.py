@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 from importlib import metadata
 from types import ModuleType
@@ -22,8 +23,10 @@ def require(module: str, extra: str, purpose: str = "") -> ModuleType:
             f'install it with: pip install "polar_bench[{extra}]"') from exc
 
 
+@functools.cache
 def version_of(distribution: str) -> str:
-    """The installed version of a distribution, or '' when it is not installed."""
+    """The installed version of a distribution, or '' when it is not installed (read once per process:
+    every harness built asks, and reading package metadata takes about a millisecond)."""
     try:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:

@@ -1,8 +1,9 @@
 """The trusted side's handle on agents: in a locked-down process of their own, or in-process.
 
-`IsolatedAgents` starts `polar_bench.evaluate.agent_process` and talks to it over two pipes in the
-sandbox wire format: observations and infos go down, actions come back, decoded as plain data and
-numeric arrays (never unpickled) with every frame's size bounded. Every call has a wall-clock
+`IsolatedAgents` starts `polar_bench.evaluate.agent_process` and talks to it over two pipes:
+observations and infos go down pickled (plain data and numeric arrays only, `dumps_request`), actions
+come back in the sandbox wire format, decoded as plain data and numeric arrays (never unpickled) with
+every frame's size bounded. Every call has a wall-clock
 deadline; past it the process group is killed with SIGKILL, which nothing in it can catch.
 `InProcessAgents` calls the agent objects directly (``--in-process``, for debugging: results made
 that way are marked not submittable). Both give the episode loop (`polar_bench.evaluate.episodes`)
@@ -14,8 +15,11 @@ by its lanes, for agents with ``act_batch``.
 
 from __future__ import annotations
 
+import fcntl
+import io
 import json
 import os
+import pickle
 import select
 import shutil
 import signal
@@ -27,6 +31,8 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from ..agent import agent_info, build_agent, load_agent_module
 from ..errors import AgentLoadError
@@ -62,9 +68,40 @@ class Slot:
     generation: int  # the agent process it lives in; a restarted process invalidates its slots
 
 
+class _NotPlain(TypeError):
+    """A request value that is not plain data or a numeric numpy array."""
+
+
+class _PlainPickler(pickle.Pickler):
+    """Pickles plain data (None, bool, int, float, str, bytes, lists, tuples, dicts) and numeric numpy
+    arrays and scalars, the values the agent process's unpickler rebuilds; anything else raises
+    `_NotPlain` (and `act_send` sends its `_plain` copy instead)."""
+
+    # what numpy's reductions of arrays (contiguous or not), scalars and dtypes name by reference
+    NUMPY_GLOBALS = frozenset(map(id, (np.ndarray, np.dtype, np.zeros(1).__reduce_ex__(5)[0],
+                                       np.zeros((2, 4))[:, ::2].__reduce_ex__(5)[0], np.float64(0).__reduce__()[0])))
+
+    def reducer_override(self, obj: Any) -> Any:
+        kind = type(obj)
+        if kind is np.ndarray or isinstance(obj, np.generic):
+            if obj.dtype.kind in "biufc" and obj.dtype.names is None:
+                return NotImplemented  # numpy's own reduction: the array's bytes and its dtype
+        elif (isinstance(obj, np.dtype) or kind is pickle.PickleBuffer or id(obj) in self.NUMPY_GLOBALS
+              or kind in (bool, int, float, str, bytes, bytearray, type(None))):
+            return NotImplemented
+        raise _NotPlain(f"cannot send a value of type {kind.__name__} to the agent process")
+
+
+def dumps_request(value: Any) -> bytes:
+    """``value`` pickled for the agent process (protocol 5), or `_NotPlain`."""
+    buf = io.BytesIO()
+    _PlainPickler(buf, protocol=5).dump(value)
+    return buf.getvalue()
+
+
 def _plain(value: Any, depth: int = 0) -> Any:
-    """A copy of ``value`` that the wire format can carry: unknown objects (an enum, a custom info
-    value of a native environment) become their ``repr``."""
+    """A plain copy of ``value``: what the wire format makes of it (an int subclass an int, ...), and
+    for unknown objects (a custom info value of a native environment) their ``repr``."""
     if depth > 24:
         return repr(value)[:1000]
     if isinstance(value, dict):
@@ -73,8 +110,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
         items = [_plain(v, depth + 1) for v in value]
         return items if isinstance(value, list) else tuple(items)
     try:
-        _wire.encode(value)
-        return value
+        return _wire.decode(_wire.encode(value))  # an int subclass becomes an int, and so on
     except TypeError:
         return repr(value)[:1000]
 
@@ -218,6 +254,22 @@ class _Forwarder:
         self.listener.close()
 
 
+PIPE_BYTES = 1 << 20
+
+
+def _widen(fd: int) -> None:
+    """Give the request pipe up to 1 MiB of buffer (Linux's default 64 KiB holds five Procgen frames:
+    a request for 8 lanes of Procgen would be written in pieces, each waiting for the agent process
+    to read the last). Where the system allows less, the default stays."""
+    setpipe = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if setpipe is None:
+        return
+    try:
+        fcntl.fcntl(fd, setpipe, PIPE_BYTES)
+    except OSError:
+        pass
+
+
 class IsolatedAgents:
     """The agent file loaded in a locked-down process of its own (see `agent_process`)."""
 
@@ -262,6 +314,7 @@ class IsolatedAgents:
             os.chown(self._workdir, AGENT_UID, AGENT_UID)  # the agent's uid after it drops root
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
+        _widen(req_w)
         cfg = {"req_fd": req_r, "resp_fd": resp_w, "workdir": self._workdir, "agent_path": self.agent_path,
                "memory_mb": self.memory_mb, "max_processes": self.max_processes, "network": self.network}
         passed = [req_r, resp_w]
@@ -371,7 +424,7 @@ class IsolatedAgents:
     def _send(self, tag: bytes, value: Any, deadline: float) -> int:
         """Send a request; return its sequence number."""
         self._seq += 1
-        payload = tag + _wire.encode([self._seq, value])
+        payload = tag + dumps_request([self._seq, value])
         self._outstanding.add(self._seq)
         data = memoryview(len(payload).to_bytes(4, "little") + payload)
         while data:
@@ -494,7 +547,7 @@ class IsolatedAgents:
         deadline = time.monotonic() + (timeout if timeout is not None else 1e9)
         try:
             return self._send(b"A", request, deadline)
-        except TypeError:  # an info value the wire format cannot carry: send a plain copy
+        except _NotPlain:  # an info value that is not plain data: send a plain copy
             request["infos"] = [_plain(i) for i in infos]
             request["observations"] = [_plain(o) for o in observations]
             return self._send(b"A", request, deadline)

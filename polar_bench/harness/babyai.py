@@ -92,12 +92,22 @@ _SINK = _Sink()
 
 
 def _level_ids() -> dict[str, str]:
-    """Level name -> the latest registered env id."""
+    """Level name -> the latest registered env id (worked out again only when the registry grew)."""
     require("minigrid", "babyai", "the BabyAI levels")
     import gymnasium
 
+    global _LEVELS
+    if _LEVELS is None or _LEVELS[0] != len(gymnasium.registry):
+        _LEVELS = (len(gymnasium.registry), _latest_levels(gymnasium.registry))
+    return dict(_LEVELS[1])
+
+
+_LEVELS: tuple[int, dict[str, str]] | None = None
+
+
+def _latest_levels(registry) -> dict[str, str]:
     best: dict[str, tuple[int, str]] = {}
-    for env_id in gymnasium.registry:
+    for env_id in registry:
         m = _ID.match(env_id)
         if m:
             level, version = m["level"], int(m["version"])

@@ -34,12 +34,21 @@ class WireError(ValueError):
     """Bytes that are not a well-formed value of the sandbox wire format."""
 
 
-def _dtype(text: str) -> np.dtype:
+_SHAPES = [struct.Struct(f"<{n}q") for n in range(MAX_NDIM + 1)]
+_DTYPES: dict[bytes, np.dtype] = {}  # accepted dtype strings (a few thousand can match the pattern at most)
+
+
+def _dtype(raw: bytes) -> np.dtype:
+    dt = _DTYPES.get(raw)
+    if dt is not None:
+        return dt
+    text = raw.decode("ascii")
     if not _DTYPE_RE.match(text):
         raise WireError(f"refused dtype {text!r}: only bool, integer, float and complex dtypes")
     dt = np.dtype(text)
     if dt.kind not in "biufc" or dt.hasobject:
         raise WireError(f"refused dtype {text!r}")
+    _DTYPES[raw] = dt
     return dt
 
 
@@ -143,14 +152,14 @@ def _dec(mv, pos: int, depth: int):
         _need(mv, pos, 1)
         n = mv[pos]
         _need(mv, pos + 1, n + 1)
-        dt = _dtype(bytes(mv[pos + 1:pos + 1 + n]).decode("ascii"))
+        dt = _dtype(bytes(mv[pos + 1:pos + 1 + n]))
         pos += 1 + n
         ndim = mv[pos]
         pos += 1
         if ndim > MAX_NDIM:
             raise WireError(f"array with {ndim} dimensions")
         _need(mv, pos, 8 * ndim)
-        shape = struct.unpack_from(f"<{ndim}q", mv, pos)
+        shape = _SHAPES[ndim].unpack_from(mv, pos)
         pos += 8 * ndim
         count = 1
         for s in shape:
@@ -209,7 +218,7 @@ def _dec(mv, pos: int, depth: int):
         _need(mv, pos, 1)
         n = mv[pos]
         _need(mv, pos + 1, n)
-        dt = _dtype(bytes(mv[pos + 1:pos + 1 + n]).decode("ascii"))
+        dt = _dtype(bytes(mv[pos + 1:pos + 1 + n]))
         pos += 1 + n
         _need(mv, pos, dt.itemsize)
         return np.frombuffer(mv, dtype=dt, count=1, offset=pos)[0], pos + dt.itemsize
