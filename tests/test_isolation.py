@@ -314,3 +314,37 @@ def test_an_agent_process_dies_with_its_worker(tmp_path):
     else:
         os.kill(pid, signal.SIGKILL)
         raise AssertionError("the agent process outlived its worker")
+
+
+# ------------------------------------------------------------------------------ the request pipe
+def test_requests_carry_plain_data_and_numeric_arrays_only():
+    import enum
+    import pickle
+
+    import numpy as np
+
+    from polar_bench.evaluate.agent_process import loads_request
+    from polar_bench.evaluate.agents import _NotPlain, _plain, dumps_request
+
+    value = [7, {"observations": [{"glyphs": np.arange(12, dtype=np.int16).reshape(3, 4),
+                                   "strided": np.arange(10.0)[::3], "flag": np.bool_(True)}],
+                 "infos": [{"seed": 3, "text": "a\udc80", "x": np.float32(1.5), "t": (1, None, b"y")}]}]
+    back = loads_request(dumps_request(value))
+    obs = back[1]["observations"][0]
+    np.testing.assert_array_equal(obs["glyphs"], value[1]["observations"][0]["glyphs"])
+    assert obs["glyphs"].dtype == np.int16 and obs["strided"].tolist() == [0.0, 3.0, 6.0, 9.0]
+    assert back[1]["infos"][0] == value[1]["infos"][0] and type(back[1]["infos"][0]["x"]) is np.float32
+
+    class Color(enum.IntEnum):
+        RED = 1
+
+    for bad in (np.array([object()]), print, {"k": object()}, Color.RED, np.zeros(2, dtype=[("a", "i4")])):
+        with pytest.raises(_NotPlain):
+            dumps_request(bad)
+    # what the worker sends instead: the value as the wire format carries it, else its repr
+    assert _plain({"c": Color.RED, "o": Path("/x")}) == {"c": 1, "o": repr(Path("/x"))}
+    assert type(_plain(Color.RED)) is int
+    # the agent process's unpickler rebuilds numpy values and nothing else
+    for hostile in (pickle.dumps(os.system), pickle.dumps(Path("/etc")), pickle.dumps(np.random.default_rng(0))):
+        with pytest.raises(pickle.UnpicklingError, match="may not hold"):
+            loads_request(hostile)
