@@ -348,3 +348,12 @@ def test_requests_carry_plain_data_and_numeric_arrays_only():
     for hostile in (pickle.dumps(os.system), pickle.dumps(Path("/etc")), pickle.dumps(np.random.default_rng(0))):
         with pytest.raises(pickle.UnpicklingError, match="may not hold"):
             loads_request(hostile)
+
+
+def test_an_isolated_evaluation_prints_no_warnings(tmp_path, capfd):
+    # the agent process and the probe write to the user's terminal: nothing but what matters
+    code = main(["evaluate", _write_agent(tmp_path, "quiet"), "--suite", TINY, "--out", str(tmp_path / "r.json"),
+                 "--workers", "1", "--no-progress", "--tasks", "gym/CartPole-v1"])
+    _, err = capfd.readouterr()
+    assert code == 0
+    assert "Warning" not in err and "Traceback" not in err, err

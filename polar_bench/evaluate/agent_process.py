@@ -1,9 +1,9 @@
 """The agent process: the only place where an agent file's code runs during ``evaluate`` and ``verify``.
 
 Started by `polar_bench.evaluate.agents.IsolatedAgents` as
-``python -B -m polar_bench.evaluate.agent_process CONFIG_JSON`` in a new session, with a private
-temporary folder as working directory, ``HOME`` and ``TMPDIR``, and two pipes: requests from the
-trusted worker on fd 3, replies on fd 4. Before it imports the agent file it closes every other
+``python -B -c 'from polar_bench.evaluate.agent_process import main; main()' CONFIG_JSON`` in a new
+session, with a private temporary folder as working directory, ``HOME`` and ``TMPDIR``, and two
+pipes: requests from the trusted worker on fd 3, replies on fd 4. Before it imports the agent file it closes every other
 descriptor above 2 and applies `polar_bench.evaluate.lockdown.lock_down`. It holds no environment,
 no journal and no results: only agents, which it builds, resets and asks for actions on request.
 

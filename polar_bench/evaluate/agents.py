@@ -254,6 +254,9 @@ class _Forwarder:
         self.listener.close()
 
 
+# The agent process's command: ``-m polar_bench.evaluate.agent_process`` would run a module that the
+# package has imported already, and Python warns about that on every start.
+AGENT_MAIN = "from polar_bench.evaluate.agent_process import main; main()"
 PIPE_BYTES = 1 << 20
 
 
@@ -327,7 +330,7 @@ class IsolatedAgents:
         env = dict(os.environ, HOME=self._workdir, TMPDIR=self._workdir, PYTHONDONTWRITEBYTECODE="1")
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-B", "-m", "polar_bench.evaluate.agent_process", json.dumps(cfg)],
+                [sys.executable, "-B", "-c", AGENT_MAIN, json.dumps(cfg)],
                 stdin=subprocess.DEVNULL, env=env, cwd=self._workdir, pass_fds=tuple(passed),
                 close_fds=True, start_new_session=True)
         finally:
