@@ -16,7 +16,7 @@ anything. Requests come from the trusted worker and hold plain data and numeric 
 request's number, so that a stray frame (say, from a child the agent forked) is never taken for the
 answer to a later request. Requests (tag, value):
 
-- ``M`` {slot, task (TaskInfo JSON), run}: build an agent -> {wants_text, batch}
+- ``M`` {slot, task (TaskInfo JSON), run}: build an agent -> {wants_text, batch, info (has episode_info)}
 - ``R`` {slots, seeds}: ``reset(seed)`` per slot -> {errors}
 - ``A`` {slots, observations, infos}: actions -> {actions, errors}; slots that hold an agent with
   ``act_batch`` are served by one ``act_batch`` call per slot, the others by ``act`` per entry
@@ -185,7 +185,7 @@ class _Server:
             return b"E", {"error": str(exc), "load": True}
         self.agents[req["slot"]] = agent
         return b"O", {"wants_text": bool(getattr(agent, "wants_text", False)),
-                      "batch": callable(getattr(agent, "act_batch", None))}
+                      "batch": callable(getattr(agent, "act_batch", None)), "info": hasattr(agent, "episode_info")}
 
     def reset(self, req: dict):
         return b"O", {"errors": reset_all(self.agents, req["slots"], req["seeds"])}

@@ -66,6 +66,7 @@ class Slot:
     wants_text: bool
     batch: bool
     generation: int  # the agent process it lives in; a restarted process invalidates its slots
+    info: bool = True  # the agent has episode_info() (looked up when it was built): asked after each episode
 
 
 class _NotPlain(TypeError):
@@ -146,7 +147,7 @@ class InProcessAgents:
         self._next += 1
         self.agents[self._next] = agent
         return Slot(self._next, bool(getattr(agent, "wants_text", False)),
-                    callable(getattr(agent, "act_batch", None)), self.generation)
+                    callable(getattr(agent, "act_batch", None)), self.generation, hasattr(agent, "episode_info"))
 
     def reset(self, slots: list[Slot], seeds: list[int]) -> list[str | None]:
         return reset_all(self.agents, [s.id for s in slots], seeds)
@@ -524,7 +525,8 @@ class IsolatedAgents:
             raise AgentLoadError(str(exc)) from None
         if not isinstance(reply, dict):
             raise AgentLoadError("the agent process answered make_agent with junk")
-        return Slot(self._next, bool(reply.get("wants_text")), bool(reply.get("batch")), self.generation)
+        return Slot(self._next, bool(reply.get("wants_text")), bool(reply.get("batch")), self.generation,
+                    bool(reply.get("info", True)))
 
     def reset(self, slots: list[Slot], seeds: list[int]) -> list[str | None]:
         reply = self._call(b"R", {"slots": [s.id for s in slots], "seeds": [int(s) for s in seeds]},

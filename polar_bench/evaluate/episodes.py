@@ -387,7 +387,7 @@ class EpisodeRunner:
         rec = _record(lane, status, error)
         if status == "ok" and lane.unit is not None:
             slot = lane.slot or self.shared.get((lane.unit[0], lane.unit[1]))
-            if slot is not None:
+            if slot is not None and slot.info:  # no request for an agent without episode_info()
                 try:
                     extra, err = self.agents.episode_info(slot)
                 except AgentGone as gone:
