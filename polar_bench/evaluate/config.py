@@ -58,6 +58,14 @@ class EvalConfig:
     agent_network: bool = False  # keep the host network for the agent; recorded
     llm_endpoint: tuple[str, int] | None = None  # (host, port) the agent may reach at 127.0.0.1:port
     harness_plugins: tuple[str, ...] = ()  # trusted files imported in the workers (harness families)
+    _plugin_bytes: dict[str, bytes] | None = field(default=None, repr=False, compare=False)
+
+    def plugin_files(self) -> dict[str, bytes]:
+        """The harness-plugin files, resolved path -> bytes, read once: the parent imports, the workers
+        import and the results hash the same bytes, whatever happens to the files meanwhile."""
+        if self._plugin_bytes is None:
+            self._plugin_bytes = {str(Path(p).resolve()): Path(p).read_bytes() for p in self.harness_plugins}
+        return self._plugin_bytes
 
     def units(self) -> list[Unit]:
         out = []

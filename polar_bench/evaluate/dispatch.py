@@ -87,7 +87,7 @@ def worker_settings(cfg: EvalConfig, options: dict) -> dict:
             # core for each: with every core running a worker already, two requests in flight per step
             # only halve the lanes each request carries.
             "pipeline": cfg.backend == "local" and 2 * (cfg.workers or 1) <= (os.cpu_count() or 1),
-            "plugins": {str(Path(p).resolve()): Path(p).read_bytes() for p in cfg.harness_plugins}}
+            "plugins": cfg.plugin_files()}
 
 
 def _worker_main(conn, agent_path: str, settings: dict) -> None:

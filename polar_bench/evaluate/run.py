@@ -94,7 +94,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         if not Path(plugin).is_file():
             raise UserError(f"harness plugin {plugin!r} not found; pass the path of a Python file that registers "
                             f"harness families")
-    load_harness_plugins({str(Path(p).resolve()): Path(p).read_bytes() for p in cfg.harness_plugins})
+    load_harness_plugins(cfg.plugin_files())
     for task in cfg.tasks:  # a bad option is the suite's error (exit 2), not an env_error per episode
         check_options(task.id, dict(task.options))
     agent_path = str(Path(cfg.agent_path))
@@ -190,7 +190,8 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "episodes": episodes,
     }
     if cfg.harness_plugins:
-        data["harness_plugins"] = [{"path": str(p), "sha256": hashlib.sha256(Path(p).read_bytes()).hexdigest()}
+        files = cfg.plugin_files()
+        data["harness_plugins"] = [{"path": str(p), "sha256": hashlib.sha256(files[str(Path(p).resolve())]).hexdigest()}
                                    for p in cfg.harness_plugins]
         data["standard"] = False
     write_results(data, out)
