@@ -8,7 +8,7 @@ import pytest
 from harness_conformance import HarnessConformance, assert_missing_package_names_extra, assert_quiet
 
 import polar_bench
-from polar_bench.errors import HarnessError
+from polar_bench.errors import HarnessError, HarnessOptionError
 from polar_bench.harness.atari import FRAME_SKIP, MAX_EPISODE_STEPS, noop_count, resize_84, rom_id
 
 try:
@@ -201,8 +201,9 @@ def test_a_failure_inside_ale_names_task_seed_and_step(monkeypatch):
 @needs_ale
 def test_bad_options_are_rejected():
     for bad in ({"frame_stack": 0}, {"noop_max": -1}, {"frame_stack": 2.0}, {"terminal_on_life_loss": 1}):
-        with pytest.raises(ValueError, match=next(iter(bad))):
-            polar_bench.make("atari/Pong", **bad)
+        with pytest.raises(HarnessOptionError, match=f"atari/Pong: {next(iter(bad))} must be"):
+            polar_bench.make("atari/Pong", **bad)  # a UserError: the commands print one line and exit 2
+    assert "no no-op frames" in polar_bench.make("atari/Pong", noop_max=0).task_info.description
 
 
 @needs_ale

@@ -31,6 +31,7 @@ import numpy as np
 from gymnasium import spaces
 
 from .._optional import require, version_of
+from ..errors import HarnessOptionError
 from ..task_info import Component, TaskInfo
 from .base import Harness
 
@@ -203,14 +204,14 @@ class AtariHarness(Harness):
         super().__init__(text=text)
         task_id = f"atari/{name}"
         if name not in GAMES:
-            raise ValueError(f"{task_id}: unknown Atari 100k game; known: {', '.join(sorted(GAMES))}")
+            raise HarnessOptionError(task_id, f"{task_id}: unknown Atari 100k game; known: {', '.join(sorted(GAMES))}")
         for key, value, low in (("frame_stack", frame_stack, 1), ("noop_max", noop_max, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < low:
-                raise ValueError(f"{task_id}: {key} must be an integer >= {low}, got {value!r}")
+                raise HarnessOptionError(task_id, f"{task_id}: {key} must be an integer >= {low}, got {value!r}")
         for key, flag in (("terminal_on_life_loss", terminal_on_life_loss),
                           ("full_action_space", full_action_space)):
             if not isinstance(flag, (bool, np.bool_)):
-                raise ValueError(f"{task_id}: {key} must be True or False, got {flag!r}")
+                raise HarnessOptionError(task_id, f"{task_id}: {key} must be True or False, got {flag!r}")
         self._stack_n = int(frame_stack)
         self._noop_max = int(noop_max)
         self._life_loss_ends = bool(terminal_on_life_loss)
@@ -244,6 +245,8 @@ class AtariHarness(Harness):
         self._explicit_seed = True
         self._max_game_steps = steps
 
+        noop_words = (f"1-{self._noop_max} no-op frames at the start drawn from the episode seed"
+                      if self._noop_max else "no no-op frames at the start")
         stack_words = "the last frame" if self._stack_n == 1 else f"the last {self._stack_n} frames, oldest first"
         life_rule = ("losing a life ends the episode (training option; reset() without a seed continues the "
                      "game)" if self._life_loss_ends else "losing a life does not end the episode")
@@ -255,7 +258,7 @@ class AtariHarness(Harness):
             description=(
                 f"{GAMES[name]} The reward is the game's score. (Atari 2600 {name} through the Arcade Learning "
                 f"Environment, Atari 100k protocol: no sticky actions, each action repeated for {FRAME_SKIP} "
-                f"frames, 1-{self._noop_max} no-op frames at the start drawn from the episode seed, "
+                f"frames, {noop_words}, "
                 f"{life_rule}, at most {steps} agent steps per episode. Observations: {stack_words}, "
                 f"84x84 grayscale. The benchmark's training budget is {BUDGET_STEPS:,} agent steps "
                 f"({BUDGET_STEPS * FRAME_SKIP:,} frames) per game.)"),
