@@ -9,10 +9,18 @@ and through the native API a user would otherwise call, resetting whenever an ep
                                           distribution_mode="easy")
     nethack  nethack/Score       gymnasium.make("NetHackScore-v0")
     babyai   babyai/GoToRedBall  gymnasium.make("BabyAI-GoToRedBall-v0")
+    atari    atari/Pong          gymnasium.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0)
+                                 in gymnasium's AtariPreprocessing (4-frame skip with max-pooling,
+                                 84x84 grayscale, 30 no-ops) and FrameStackObservation(4): the same
+                                 protocol, when OpenCV (which AtariPreprocessing needs) is installed;
+                                 without it, gymnasium.make("ALE/Pong-v5", frameskip=4,
+                                 repeat_action_probability=0, obs_type="grayscale"), which skips
+                                 frames but neither max-pools, resizes nor stacks (the table says which)
 
 Continuous actions reach the harness in [-1, 1] (float32) and the native env already rescaled to its
 bounds, as an agent of each would send them. Procgen's native env restarts levels by itself, so
-only the harness is reset there.
+only the harness is reset there. ale-py's env reloads the ROM (65 ms) whenever ``reset`` gets a seed,
+so the native Atari env is seeded at its first reset only (the harness never reloads).
 
 Method: the two variants step alternately, one step each (the order swapping every step), each
 step (with the reset that follows an episode's end) timed with ``time.perf_counter``. Interleaving
@@ -31,13 +39,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import io
 import json
 import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -45,7 +55,14 @@ from gymnasium import spaces
 TARGET = 0.90
 
 
-from polar_bench.harness.babyai import _SINK  # a stream that drops the level generator's chatter
+class _Sink(io.TextIOBase):
+    """A text stream that drops what is written (BabyAI's level generator prints while it retries)."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+SINK = _Sink()
 
 
 # ----------------------------------------------------------------------------- steppers
@@ -81,7 +98,7 @@ def _dm_control_stepper(env):
     e_step, e_reset, task = env.step, env.reset, env.task
 
     def reset(seed):
-        task._random = np.random.RandomState(seed)
+        task._random = np.random.RandomState(seed)  # noqa: SLF001 - dm_control has no setter for it
         return e_reset()
 
     def step(a):
@@ -100,6 +117,24 @@ def _procgen_stepper(env):
         return False
 
     return (lambda seed: env.reset()), step
+
+
+def _seeded_once_stepper(env):
+    # ale-py's AtariEnv reloads the ROM on every seeded reset; seed the first episode only.
+    e_step, e_reset = env.step, env.reset
+    seeded = [False]
+
+    def reset(seed):
+        if seeded[0]:
+            return e_reset()
+        seeded[0] = True
+        return e_reset(seed=seed)
+
+    def step(a):
+        _, _, term, trunc, _ = e_step(a)
+        return term or trunc
+
+    return reset, step
 
 
 # ----------------------------------------------------------------------------- native envs
@@ -138,6 +173,35 @@ def _procgen(game: str):
     return build
 
 
+def _atari(game: str):
+    def build():
+        import ale_py
+        import gymnasium
+
+        gymnasium.register_envs(ale_py)
+        ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+        try:
+            import cv2  # noqa: F401 - AtariPreprocessing's resize
+        except ImportError:
+            env = gymnasium.make(f"ALE/{game}-v5", frameskip=4, repeat_action_probability=0.0, obs_type="grayscale")
+            return env, _seeded_once_stepper
+        from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+        env = gymnasium.make(f"ALE/{game}-v5", frameskip=1, repeat_action_probability=0.0)
+        env = FrameStackObservation(AtariPreprocessing(env, noop_max=30, frame_skip=4, screen_size=84,
+                                                       grayscale_obs=True), 4)
+        return env, _seeded_once_stepper
+    return build
+
+
+def _atari_api() -> str:
+    try:
+        import cv2  # noqa: F401
+    except ImportError:
+        return 'gymnasium.make("ALE/Pong-v5", frameskip=4, obs_type="grayscale") (no OpenCV: no max-pool/resize/stack)'
+    return 'FrameStack(AtariPreprocessing(gymnasium.make("ALE/Pong-v5", frameskip=1)), 4)'
+
+
 @dataclass
 class Case:
     family: str
@@ -153,6 +217,7 @@ CASES = [
     Case("nethack", "nethack/Score", _gymnasium("NetHackScore-v0", "nle"), 'gymnasium.make("NetHackScore-v0")'),
     Case("babyai", "babyai/GoToRedBall", _gymnasium("BabyAI-GoToRedBall-v0", "minigrid"),
          'gymnasium.make("BabyAI-GoToRedBall-v0")'),
+    Case("atari", "atari/Pong", _atari("Pong"), _atari_api()),
 ]
 
 
@@ -184,7 +249,7 @@ def _actions(harness, n: int, seed: int = 0) -> tuple[list, list]:
     ours = [rng.uniform(-1.0, 1.0, size=space.shape).astype(np.float32) for _ in range(n)]
     # The native env gets exactly what the harness would send it (rescaled, in its dtype),
     # computed here, outside the timed loop.
-    native = [harness._convert_action(a) for a in ours]
+    native = [harness._convert_action(a) for a in ours]  # noqa: SLF001 - the harness's own conversion, reused
     return ours, native
 
 
@@ -254,7 +319,7 @@ def measure(case: Case, seconds: float, chunk_seconds: float) -> Row:
         h, nat = _harness_stepper(harness), stepper(native)
         # Level generators that print (BabyAI's rejection sampling) write to a sink in both
         # variants, so that neither pays for terminal output and the table stays readable.
-        with contextlib.redirect_stdout(_SINK):
+        with contextlib.redirect_stdout(SINK):
             probe_ours, probe_native = _actions(harness, 300, seed=99)
             _paired(probe_ours, probe_native, h, nat, 300)  # warm-up
             t_n, _ = _paired(probe_ours, probe_native, h, nat, 300)[0]
@@ -308,7 +373,7 @@ def print_table(rows: list[Row], out=sys.stdout) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", default=",".join(c.family for c in CASES),
-                        help="comma-separated families to measure (default: all five)")
+                        help="comma-separated families to measure (default: all six)")
     parser.add_argument("--seconds", type=float, default=2.0,
                         help="approximate native stepping time per family, in seconds (default 2)")
     parser.add_argument("--chunk-seconds", type=float, default=0.005,

@@ -1,9 +1,7 @@
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from harness_conformance import HarnessConformance, trajectory
+from harness_conformance import HarnessConformance, assert_missing_package_names_extra, assert_quiet, trajectory
 
 import polar_bench
 from polar_bench.errors import MissingDependencyError
@@ -147,13 +145,8 @@ def test_bad_options_are_rejected():
 
 @needs_procgen
 def test_import_is_quiet():
-    code = "import polar_bench; h = polar_bench.make('procgen/coinrun'); h.reset(seed=0); h.close()"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stderr == "" and out.stdout == ""
+    assert_quiet("procgen/coinrun")
 
 
 def test_missing_package_names_the_install_command(monkeypatch):
-    monkeypatch.setitem(sys.modules, "procgen", None)
-    with pytest.raises(MissingDependencyError, match=r'pip install "polar_bench\[procgen\]"'):
-        polar_bench.make("procgen/coinrun")
+    assert_missing_package_names_extra(monkeypatch, "procgen", "procgen", "procgen/coinrun")

@@ -20,7 +20,8 @@ from polar_bench.results import read_results
 HERE = Path(__file__).parent
 SMOKE = str(HERE / "data" / "suites" / "ppo_smoke.toml")
 AGENT = str(HERE.parent / "baselines" / "ppo" / "agent.py")
-FAMILIES = ["gym/CartPole-v1", "dmc/cartpole-swingup", "procgen/coinrun", "nethack/Score", "babyai/GoToRedBall"]
+FAMILIES = ["gym/CartPole-v1", "dmc/cartpole-swingup", "procgen/coinrun", "nethack/Score", "babyai/GoToRedBall",
+            "atari/Pong"]
 
 
 # --------------------------------------------------------------------------- loss pieces

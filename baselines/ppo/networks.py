@@ -8,7 +8,9 @@ Observation kinds (`observation_kind`), decided from the harness's observation s
   separate actor and critic MLPs, 2 x 64 tanh (cleanrl's ``ppo.py``/``ppo_continuous_action.py``);
   optional running mean/std normalization of the inputs (clipped to [-10, 10]).
 * ``image``   a ``uint8`` ``Box`` of shape (H, W, C) (Procgen): the IMPALA CNN (Espeholt et al.
-  2018; channels 16, 32, 32, then 256 units), shared by actor and critic (cleanrl's ``ppo_procgen.py``).
+  2018; channels 16, 32, 32, then 256 units), shared by actor and critic (cleanrl's ``ppo_procgen.py``);
+  84 x 84 frames (the Atari harness's stacked grayscale frames) get the Nature DQN CNN instead (Mnih
+  et al. 2015; cleanrl's ``ppo_atari.py``), a fifth of the IMPALA CNN's arithmetic at that size.
 * ``nethack`` NLE's dict with ``glyphs`` and ``blstats``: a 9 x 9 glyph crop centred on the agent
   (glyph embeddings, two convolutions) plus the bottom-line stats (signed log scale, one layer).
 * ``babyai``  MiniGrid's dict with ``image`` (7 x 7 x 3 object/colour/state codes), ``direction`` and
@@ -38,6 +40,7 @@ NETHACK_CROP = 9          # side of the glyph window around the agent
 NETHACK_GLYPHS = 5976     # nle.nethack.MAX_GLYPH: glyph ids are 0..5976; 5977 pads the crop
 MISSION_TOKENS = 32       # BabyAI mission: at most this many words
 MISSION_VOCAB = 512       # hashed word ids 1..511; 0 pads
+NATURE_FRAME = (84, 84)   # image observations of this size (Atari) get the Nature DQN CNN
 
 
 # ---------------------------------------------------------------------------------------------
@@ -248,6 +251,30 @@ class ImpalaBody(Body):
         return torch.relu(self.fc(x))
 
 
+class NatureBody(Body):
+    """The Nature DQN CNN: 32 8x8/4, 64 4x4/2, 64 3x3/1 convolutions, then 512 ReLU units."""
+
+    def __init__(self, shape: tuple[int, int, int], out_dim: int = 512):
+        super().__init__()
+        h, w, c = shape
+        self.convs = nn.Sequential(
+            nn.Conv2d(c, 32, 8, stride=4), nn.ReLU(), nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(), nn.Flatten())
+        for conv in self.convs:  # orthogonal weights, zero biases (as layer_init does for linear layers)
+            if isinstance(conv, nn.Conv2d):
+                torch.nn.init.orthogonal_(conv.weight, np.sqrt(2))
+                if conv.bias is not None:
+                    torch.nn.init.zeros_(conv.bias)
+        with torch.no_grad():
+            n = self.convs(torch.zeros(1, c, h, w)).shape[1]
+        self.fc = layer_init(nn.Linear(n, out_dim))
+        self.out_dim = out_dim
+
+    def forward(self, obs: dict) -> torch.Tensor:
+        x = obs["image"].permute(0, 3, 1, 2).float() / 255.0
+        return torch.relu(self.fc(self.convs(x)))
+
+
 class NetHackBody(Body):
     """Glyph crop around the agent (embedding, two convolutions) + bottom-line stats."""
 
@@ -373,6 +400,8 @@ def build_network(observation_space: spaces.Space, action_space: spaces.Space) -
         return ActorCritic(MLPBody(n), MLPBody(n), action_space)
     if kind == "image":
         height, width, channels = observation_space.shape or ()
+        if (height, width) == NATURE_FRAME:
+            return ActorCritic(NatureBody((height, width, channels)), None, action_space)
         return ActorCritic(ImpalaBody((height, width, channels)), None, action_space)
     if kind == "nethack" and isinstance(observation_space, spaces.Dict):
         n_stats, = observation_space["blstats"].shape or (0,)

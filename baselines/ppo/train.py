@@ -158,7 +158,9 @@ class Hyperparameters:
 # Per-domain presets (every unset Config field above is filled from here, then from the
 # Hyperparameters defaults). Sources: classic: rl-baselines3-zoo's CartPole-v1 PPO; dmc: cleanrl
 # ppo_continuous_action (MuJoCo) with 4 envs; procgen: cleanrl ppo_procgen (Cobbe et al. 2020);
-# nethack and babyai: cleanrl's Atari-like discrete settings with more entropy.
+# nethack and babyai: cleanrl's Atari-like discrete settings with more entropy; atari100k: cleanrl's
+# ppo_atari.py (8 envs x 128 steps, clip 0.1), with reward scaling instead of its reward clipping, and
+# 25k-step evaluations within the benchmark's 100k-step budget.
 PRESETS: dict[str, dict[str, Any]] = {
     "classic": dict(num_envs=8, num_steps=32, learning_rate=1e-3, gamma=0.98, gae_lambda=0.8,
                     num_minibatches=1, update_epochs=20, ent_coef=0.0, eval_every=10_000),
@@ -170,6 +172,8 @@ PRESETS: dict[str, dict[str, Any]] = {
                     eval_every=100_000),
     "babyai": dict(num_envs=16, num_steps=128, learning_rate=5e-4, gamma=0.99, ent_coef=0.01,
                    eval_every=50_000),
+    "atari100k": dict(num_envs=8, num_steps=128, learning_rate=2.5e-4, clip_coef=0.1, ent_coef=0.01,
+                      norm_reward=True, eval_every=25_000),
 }
 CONTINUOUS = dict(norm_obs=True, norm_reward=True)  # Pendulum and any continuous task outside dmc
 
@@ -198,7 +202,8 @@ def task_options(cfg: Config, task_id: str) -> tuple[dict, dict, list[int]]:
     """(training options, evaluation options, evaluation seeds) from the suite.
 
     Training options are the evaluation ones except for Procgen, whose protocol trains on levels
-    0-199 only. A suite that does not load or lacks the task raises `UserError` (a misspelt suite must
+    0-199 only, and Atari, which trains with a life loss as the end of an episode (the game goes on;
+    docs/families/atari.md). A suite that does not load or lacks the task raises `UserError` (a misspelt suite must
     not train silently on other options and seeds); with ``suite='none'`` the task is evaluated with
     its default options on seeds 0, 1, ... (``eval_episodes`` of them, 10 by default).
     """
@@ -220,6 +225,8 @@ def task_options(cfg: Config, task_id: str) -> tuple[dict, dict, list[int]]:
     train_options = dict(eval_options)
     if task_id.startswith("procgen/"):
         train_options.update(start_level=0, num_levels=200)
+    if task_id.startswith("atari/"):
+        train_options.update(terminal_on_life_loss=True)
     return train_options, eval_options, seeds
 
 

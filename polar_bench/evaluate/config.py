@@ -14,7 +14,7 @@ __all__ = ["EvalConfig", "Unit", "journal_path", "check_pins", "PIN_FAMILIES"]
 # Which families a pinned package matters to ("*" = every family).
 PIN_FAMILIES = {
     "numpy": "*", "gymnasium": "*", "mujoco": "dmc", "dm-control": "dmc", "procgen-mirror": "procgen",
-    "nle": "nethack", "minigrid": "babyai",
+    "nle": "nethack", "minigrid": "babyai", "ale-py": "atari",
 }
 
 

@@ -28,6 +28,7 @@ _BUILTIN: dict[str, str] = {
     "procgen": "polar_bench.harness.procgen:ProcgenHarness",
     "nethack": "polar_bench.harness.nethack:NetHackHarness",
     "babyai": "polar_bench.harness.babyai:BabyAIHarness",
+    "atari": "polar_bench.harness.atari:AtariHarness",
 }
 
 
