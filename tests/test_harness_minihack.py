@@ -1,0 +1,52 @@
+"""MiniHack through the conformance suite, registered through the entry-point group, and its text."""
+
+import pytest
+from harness_conformance import HarnessConformance, action_sequence
+
+import polar_bench
+from polar_bench.harness import minihack as family
+
+minihack = pytest.importorskip("minihack")
+
+
+class TestMiniHackConformance(HarnessConformance):
+    task_ids = ["minihack/Room-5x5", "minihack/MazeWalk-9x9", "minihack/Eat"]
+    determinism_steps = 60
+
+
+def test_registered_through_the_entry_point_group():
+    from importlib import metadata
+
+    eps = {ep.name: ep.value for ep in metadata.entry_points(group=polar_bench.harness.ENTRY_POINT_GROUP)}
+    assert eps.get("minihack") == "polar_bench.harness.minihack:MiniHackHarness"
+    assert "minihack" not in polar_bench.harness._BUILTIN
+    assert polar_bench.harness.task_names("minihack") == list(family.TASKS)
+
+
+def test_seed_fixes_the_level_and_text_shows_the_map():
+    def first_text(seed):
+        h = polar_bench.make("minihack/MazeWalk-9x9", text=True)
+        _, info = h.reset(seed=seed)
+        h.close()
+        return info["text"]
+
+    a, b, c = first_text(5), first_text(5), first_text(6)
+    assert a == b and a != c  # the maze comes from the episode seed
+    assert "@" in a and "Status:" in a and "Dlvl:1" in a
+
+
+def test_reaching_the_stairs_ends_the_episode_with_reward_one():
+    h = polar_bench.make("minihack/Room-5x5", max_episode_steps=200)
+    total, end = 0.0, None
+    for seed in range(3):
+        h.reset(seed=seed)
+        for a in action_sequence(h.task_info, 200, seed):
+            _, r, term, trunc, info = h.step(a)
+            total += r
+            if term or trunc:
+                end = info.get("end_status"), term
+                break
+        if end and end[1]:
+            break
+    h.close()
+    assert end == ("task_successful", True) and total > 0.5
