@@ -9,6 +9,10 @@ and through the native API a user would otherwise call, resetting whenever an ep
                                           distribution_mode="easy")
     nethack  nethack/Score       gymnasium.make("NetHackScore-v0")
     babyai   babyai/GoToRedBall  gymnasium.make("BabyAI-GoToRedBall-v0")
+    minihack minihack/MazeWalk-9x9  gymnasium.make("MiniHack-MazeWalk-9x9-v0")
+    crafter  crafter/Reward      crafter.Env() (its own 4-tuple API; seeded per episode like the harness)
+    textworld textworld/Custom-Small  textworld.start(game), stepping the admissible command the
+                                 action indexes (games pre-generated for seeds 0-99, outside the timing)
 
 Continuous actions reach the harness in [-1, 1] (float32) and the native env already rescaled to its
 bounds, as an agent of each would send them. Procgen's native env restarts levels by itself, so
@@ -36,16 +40,17 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
+from polar_bench.harness.babyai import _SINK  # a stream that drops the level generator's chatter
+
 TARGET = 0.90
 
-
-from polar_bench.harness.babyai import _SINK  # a stream that drops the level generator's chatter
 
 
 # ----------------------------------------------------------------------------- steppers
@@ -81,7 +86,7 @@ def _dm_control_stepper(env):
     e_step, e_reset, task = env.step, env.reset, env.task
 
     def reset(seed):
-        task._random = np.random.RandomState(seed)
+        task._random = np.random.RandomState(seed)  # noqa: SLF001 - dm_control seeds only at load time
         return e_reset()
 
     def step(a):
@@ -100,6 +105,53 @@ def _procgen_stepper(env):
         return False
 
     return (lambda seed: env.reset()), step
+
+
+def _crafter_stepper(env):
+    # Crafter's own API (old Gym, 4-tuple); seeded per episode the way the harness seeds it.
+    e_step = env.step
+
+    def reset(seed):
+        env._seed, env._episode = seed, 0  # noqa: SLF001 - crafter's reset() takes no seed
+        return env.reset()
+
+    def step(a):
+        return e_step(a)[2]
+
+    return reset, step
+
+
+def _textworld_stepper(games, limit: int = 100):
+    # TextWorld's own API: a user who wants discrete actions picks from the admissible commands, as
+    # the harness does; episode seed s plays the game generated from s (pre-generated, as the harness
+    # finds them in its cache), and an episode ends after ``limit`` commands (the harness's default).
+    import textworld
+
+    infos = textworld.EnvInfos(admissible_commands=True, objective=True, max_score=True, won=True, lost=True)
+    state: dict[str, Any] = {"env": None, "commands": [], "steps": 0}
+
+    def reset(seed):
+        if state["env"] is not None:
+            state["env"].close()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state["env"] = textworld.start(str(games[seed]), request_infos=infos)
+        game_state = state["env"].reset()
+        state["commands"] = sorted(game_state["admissible_commands"])
+        state["steps"] = 0
+
+    def step(a):
+        game_state, _, done = state["env"].step(state["commands"][a % len(state["commands"])])
+        state["commands"] = sorted(game_state["admissible_commands"] or ["look"])
+        state["steps"] += 1
+        return done or state["steps"] >= limit
+
+    return reset, step
+
+
+class _Closer:
+    def __init__(self, close):
+        self.close = close
 
 
 # ----------------------------------------------------------------------------- native envs
@@ -138,6 +190,23 @@ def _procgen(game: str):
     return build
 
 
+def _crafter():
+    def build():
+        import crafter
+
+        return crafter.Env(length=10_000, seed=0), _crafter_stepper
+    return build
+
+
+def _textworld(task: str, games: int = 100):
+    def build():
+        from polar_bench.harness.textworld import game_file
+
+        paths = [game_file(task, seed) for seed in range(games)]  # generated once, then cached
+        return _Closer(lambda: None), lambda _: _textworld_stepper(paths)
+    return build
+
+
 @dataclass
 class Case:
     family: str
@@ -153,6 +222,11 @@ CASES = [
     Case("nethack", "nethack/Score", _gymnasium("NetHackScore-v0", "nle"), 'gymnasium.make("NetHackScore-v0")'),
     Case("babyai", "babyai/GoToRedBall", _gymnasium("BabyAI-GoToRedBall-v0", "minigrid"),
          'gymnasium.make("BabyAI-GoToRedBall-v0")'),
+    Case("minihack", "minihack/MazeWalk-9x9", _gymnasium("MiniHack-MazeWalk-9x9-v0", "minihack"),
+         'gymnasium.make("MiniHack-MazeWalk-9x9-v0")'),
+    Case("crafter", "crafter/Reward", _crafter(), "crafter.Env()"),
+    Case("textworld", "textworld/Custom-Small", _textworld("Custom-Small"),
+         "textworld.start(game).step(admissible command)"),
 ]
 
 
@@ -184,7 +258,7 @@ def _actions(harness, n: int, seed: int = 0) -> tuple[list, list]:
     ours = [rng.uniform(-1.0, 1.0, size=space.shape).astype(np.float32) for _ in range(n)]
     # The native env gets exactly what the harness would send it (rescaled, in its dtype),
     # computed here, outside the timed loop.
-    native = [harness._convert_action(a) for a in ours]
+    native = [harness._convert_action(a) for a in ours]  # noqa: SLF001 - the exact native action, untimed
     return ours, native
 
 
@@ -308,7 +382,7 @@ def print_table(rows: list[Row], out=sys.stdout) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", default=",".join(c.family for c in CASES),
-                        help="comma-separated families to measure (default: all five)")
+                        help="comma-separated families to measure (default: all)")
     parser.add_argument("--seconds", type=float, default=2.0,
                         help="approximate native stepping time per family, in seconds (default 2)")
     parser.add_argument("--chunk-seconds", type=float, default=0.005,

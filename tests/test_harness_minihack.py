@@ -50,3 +50,16 @@ def test_reaching_the_stairs_ends_the_episode_with_reward_one():
             break
     h.close()
     assert end == ("task_successful", True) and total > 0.5
+
+
+def test_nle_pin_matters_to_minihack_tasks():
+    # A suite with a MiniHack task and a wrong nle pin is reported; a suite of BabyAI tasks is not.
+    import types
+
+    from polar_bench._optional import version_of
+    from polar_bench.evaluate.config import check_pins
+
+    suite = types.SimpleNamespace(pins={"nle": "0.0.1", "minihack": version_of("minihack")})
+    task = types.SimpleNamespace(id="minihack/Room-5x5")
+    assert check_pins(suite, [task]) == {"nle": {"pinned": "0.0.1", "installed": version_of("nle")}}
+    assert check_pins(suite, [types.SimpleNamespace(id="babyai/GoToRedBall")]) == {}

@@ -49,7 +49,7 @@ TASKS: dict[str, tuple[str, str]] = {
                    "Skill: pick up the key, walk to the locked room, apply the key to unlock the door and "
                    f"reach the staircase down (>) inside: {_WIN}"),
     "Eat": ("MiniHack-Eat-v0",
-            f"Skill: find the food item (an apple or similar) lying in the room and eat it: {_WIN}"),
+            f"Skill: pick up or stand on the apple lying in a lit 5x5 room and eat it: {_WIN}"),
     "LockedDoor": ("MiniHack-LockedDoor-v0",
                    f"Skill: kick open the locked door and reach the staircase down (>) behind it: {_WIN}"),
 }

@@ -44,7 +44,7 @@ MAX_COMMANDS = 64
 #: The longest observation, in characters.
 MAX_TEXT = 8192
 _CHARSET = "".join(sorted(set(string.printable) - set("\x0b\x0c\r")))
-_ALLOWED = frozenset(_CHARSET)
+_FOREIGN = re.compile("[^" + re.escape(_CHARSET) + "]")
 
 #: Task name -> (generator, settings, the goal in words).
 TASKS: dict[str, tuple[str, dict[str, Any], str]] = {
@@ -210,5 +210,4 @@ class TextWorldHarness(Harness):
         text = (f"{_clean(state.feedback)}\n\nQuest: {state['objective'].strip()}\n"
                 f"Score: {state.score} of {state['max_score']}; moves: {state.moves}.\n"
                 f"Commands:\n{listing}")
-        text = "".join(c if c in _ALLOWED else "?" for c in text)
-        return text[:MAX_TEXT]
+        return _FOREIGN.sub("?", text[:MAX_TEXT])
