@@ -19,11 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gymnasium import spaces
-
 from .._optional import require, version_of
-from ..task_info import Component, TaskInfo
-from .nethack import KEY_DESCRIPTIONS, REQUIRED_KEYS, NetHackHarness, action_name, checked_observation_keys
+from ..task_info import TaskInfo
+from .nethack import REQUIRED_KEYS, NetHackHarness, checked_observation_keys
 
 __all__ = ["MiniHackHarness", "TASKS"]
 
@@ -74,8 +72,6 @@ class MiniHackHarness(NetHackHarness):
         require("minihack", "minihack", "the MiniHack tasks")
         import gymnasium
         from gymnasium.envs.registration import load_env_creator
-        from nle import nethack
-
         keys = checked_observation_keys(task_id, observation_keys)
         if not isinstance(fixed_levels, bool):
             raise ValueError(f"{task_id}: fixed_levels must be True or False, got {fixed_levels!r}")
@@ -85,26 +81,14 @@ class MiniHackHarness(NetHackHarness):
                                       fix_moon_phase=True)
         if max_episode_steps is not None:
             kwargs["max_episode_steps"] = int(max_episode_steps)
-        self._env = creator(**kwargs)
+        parts = self._adopt(creator(**kwargs), keys, fixed_levels)
         steps = int(self._env._max_episode_steps)  # noqa: SLF001 - NLE keeps its step limit only there
-        self._keys = keys
-        self._fixed_levels = fixed_levels
-        self._set_seeds = nethack.Nethack.set_initial_seeds
-        self._aborted = int(self._env.StepStatus.ABORTED)
-        self._status_names = {int(s): s.name.lower() for s in self._env.StepStatus}
-
-        actions = tuple(self._env.actions)
-        native_space = self._env.observation_space
         info = TaskInfo(
             id=task_id,
             domain="minihack",
             description=f"{goal}{_PENALTY}. (MiniHack {native_id} on NetHack 3.6 via NLE, playing "
-                        f"{self._env.character}; {len(actions)} actions; at most {steps} steps.)",
-            observation_space=spaces.Dict({k: native_space[k] for k in keys}),
-            action_space=spaces.Discrete(len(actions)),
-            observation_components=tuple(Component(k, KEY_DESCRIPTIONS.get(k, "")) for k in keys),
-            action_components=tuple(Component(action_name(a), f"NLE {type(a).__name__}.{a.name}, key code "
-                                                              f"{int(a)}") for a in actions),
+                        f"{self._env.character}; {parts['action_space'].n} actions; at most {steps} steps.)",
+            **parts,
             reward_range=(-0.01, 1.0),
             max_episode_steps=steps,
             package="minihack",

@@ -291,7 +291,6 @@ class NetHackHarness(Harness):
         if name not in TASKS:
             raise ValueError(f"{task_id}: unknown NetHack task; known: {', '.join(TASKS)}")
         require("nle", "nethack", "the NetHack tasks")
-        from nle import nethack
         from nle.env import tasks as nle_tasks
 
         keys = checked_observation_keys(task_id, observation_keys)
@@ -304,15 +303,7 @@ class NetHackHarness(Harness):
                                       save_ttyrec_every=0, savedir=None, fix_moon_phase=True)
         if character is not None:
             kwargs["character"] = character
-        self._env = getattr(nle_tasks, f"NetHack{name}")(**kwargs)
-        self._keys = keys
-        self._fixed_levels = fixed_levels
-        self._set_seeds = nethack.Nethack.set_initial_seeds  # the class's, which Challenge does not block
-        self._aborted = int(self._env.StepStatus.ABORTED)
-        self._status_names = {int(s): s.name.lower() for s in self._env.StepStatus}
-
-        actions = tuple(self._env.actions)
-        nle_space = self._env.observation_space
+        parts = self._adopt(getattr(nle_tasks, f"NetHack{name}")(**kwargs), keys, fixed_levels)
         recorded: dict[str, Any] = {"observation_keys": list(keys), "fixed_levels": fixed_levels}
         if character is not None:
             recorded["character"] = character
@@ -322,12 +313,8 @@ class NetHackHarness(Harness):
             id=task_id,
             domain="nethack",
             description=f"{TASKS[name]['goal']} (NetHack 3.6 via NLE, playing {who}; "
-                        f"{len(actions)} actions; at most {steps} steps.)",
-            observation_space=spaces.Dict({k: nle_space[k] for k in keys}),
-            action_space=spaces.Discrete(len(actions)),
-            observation_components=tuple(C(k, KEY_DESCRIPTIONS.get(k, "")) for k in keys),
-            action_components=tuple(C(action_name(a), f"NLE {type(a).__name__}.{a.name}, key code "
-                                                       f"{int(a)}") for a in actions),
+                        f"{parts['action_space'].n} actions; at most {steps} steps.)",
+            **parts,
             reward_range=TASKS[name]["reward"],
             max_episode_steps=steps,
             package="nle",
@@ -339,6 +326,24 @@ class NetHackHarness(Harness):
             options=recorded,
         )
         self._finish_setup(info)
+
+    def _adopt(self, env: Any, keys: tuple[str, ...], fixed_levels: bool) -> dict[str, Any]:
+        """Keep ``env`` (an NLE environment: NetHack's tasks, MiniHack's) for the hooks below, and return
+        the spaces and components of its `TaskInfo`."""
+        from nle import nethack
+
+        self._env = env
+        self._keys = keys
+        self._fixed_levels = fixed_levels
+        self._set_seeds = nethack.Nethack.set_initial_seeds  # the class's, which Challenge does not block
+        self._aborted = int(env.StepStatus.ABORTED)
+        self._status_names = {int(s): s.name.lower() for s in env.StepStatus}
+        actions = tuple(env.actions)
+        return {"observation_space": spaces.Dict({k: env.observation_space[k] for k in keys}),
+                "action_space": spaces.Discrete(len(actions)),
+                "observation_components": tuple(C(k, KEY_DESCRIPTIONS.get(k, "")) for k in keys),
+                "action_components": tuple(C(action_name(a), f"NLE {type(a).__name__}.{a.name}, key code {int(a)}")
+                                           for a in actions)}
 
     # ----------------------------------------------------------------- hooks
     def _observation(self, obs: dict) -> dict:
