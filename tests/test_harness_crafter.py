@@ -56,3 +56,56 @@ def test_crafter_score_is_the_papers_geometric_mean():
     assert math.isclose(crafter_score([100.0] * 22), 100.0)
     rates = np.linspace(0, 90, 22)
     assert math.isclose(crafter_score(rates), np.exp(np.log(1 + rates).mean()) - 1)
+
+
+SUITE = """
+[suite]
+name = "crafter-test"
+version = "0.0.1"
+description = "Crafter, short episodes."
+seed = 3
+runs = 1
+episodes = 2
+
+[pins]
+crafter = "1.8.3"
+
+[[domains]]
+name = "crafter"
+description = "Crafter."
+training = "anything"
+budget = "none"
+
+[[tasks]]
+id = "crafter/Reward"
+domain = "crafter"
+options = { max_episode_steps = 60 }
+low = { value = 0.0, source = "test", measured = false }
+high = { value = 22.0, source = "test", measured = false }
+"""
+
+AGENT = """
+def make_agent(task, run):
+    class Agent:
+        def act(self, observation, info):
+            return 5  # "do": collects what the player faces (wood at a tree)
+        def episode_info(self):
+            return {"harness": {"achievements": ["collect_diamond"]}}  # cannot forge the harness's record
+    return Agent()
+"""
+
+
+def test_achievements_are_kept_in_the_episode_record(tmp_path):
+    from polar_bench.cli import main
+
+    (tmp_path / "s.toml").write_text(SUITE)
+    (tmp_path / "agent.py").write_text(AGENT)
+    out = tmp_path / "r.json"
+    code = main(["evaluate", str(tmp_path / "agent.py"), "--suite", str(tmp_path / "s.toml"), "--out", str(out),
+                 "--workers", "1"])
+    assert code == 0
+    episodes = polar_bench.read_results(out).episodes
+    assert len(episodes) == 2
+    for e in episodes:
+        assert e["length"] == 60 and isinstance(e["harness"]["achievements"], list)
+        assert "collect_diamond" not in e["harness"]["achievements"]

@@ -7,7 +7,8 @@ unsupervised agents; achievements are still reported). The observation is Crafte
 
 Every step's ``info`` carries ``achievements`` (name -> times unlocked this episode), ``inventory``
 (health, food, drink, energy and the items) and, at the end of an episode, ``achievements_unlocked``
-(the sorted names unlocked at least once); the Crafter score of a set of episodes is computed from
+(the sorted names unlocked at least once), which evaluate also keeps in the episode's record
+(``"harness": {"achievements": [...]}``); the Crafter score of a set of episodes is computed from
 those (``crafter_score``). ``render_text`` (``info["text"]`` on request) describes the player's view
 in words: the 9 x 7 grid of materials and creatures, the nearest thing of each kind with its offset,
 what the player faces, its status and its inventory.
@@ -129,7 +130,9 @@ class CrafterHarness(Harness):
         info: dict[str, Any] = {"achievements": native["achievements"], "inventory": native["inventory"]}
         dead = native["discount"] == 0.0
         if done:
-            info["achievements_unlocked"] = sorted(k for k, v in native["achievements"].items() if v > 0)
+            unlocked = sorted(k for k, v in native["achievements"].items() if v > 0)
+            info["achievements_unlocked"] = unlocked
+            info["episode_record"] = {"achievements": unlocked}  # kept in the results file's episode record
         return obs, reward, bool(done and dead), bool(done and not dead), info
 
     def _native_close(self) -> None:
