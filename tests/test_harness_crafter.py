@@ -109,3 +109,13 @@ def test_achievements_are_kept_in_the_episode_record(tmp_path):
     for e in episodes:
         assert e["length"] == 60 and isinstance(e["harness"]["achievements"], list)
         assert "collect_diamond" not in e["harness"]["achievements"]
+
+
+def test_building_prints_nothing():
+    # crafter imports old gym, which prints a notice on stderr: kept off the terminal of every worker.
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", "import polar_bench; polar_bench.make('crafter/Reward').close()"],
+                         capture_output=True, text=True, check=True)
+    assert run.stderr == "" and run.stdout == ""

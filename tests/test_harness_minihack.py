@@ -63,3 +63,14 @@ def test_nle_pin_matters_to_minihack_tasks():
     task = types.SimpleNamespace(id="minihack/Room-5x5")
     assert check_pins(suite, [task]) == {"nle": {"pinned": "0.0.1", "installed": version_of("nle")}}
     assert check_pins(suite, [types.SimpleNamespace(id="babyai/GoToRedBall")]) == {}
+
+
+def test_building_prints_nothing():
+    # minihack imports pkg_resources, whose deprecation warning would reach the terminal of every worker.
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-W", "default", "-c",
+                          "import polar_bench; polar_bench.make('minihack/Room-5x5').close()"],
+                         capture_output=True, text=True, check=True)
+    assert run.stderr == "" and run.stdout == ""

@@ -78,7 +78,7 @@ class CrafterHarness(Harness):
         task_id = f"crafter/{name}"
         if name not in TASKS:
             raise ValueError(f"{task_id}: unknown Crafter task; known: {', '.join(TASKS)}")
-        crafter = require("crafter", "crafter", "the Crafter tasks")
+        crafter = require("crafter", "crafter", "the Crafter tasks", quiet=True)
         from crafter import constants
 
         steps = 10_000 if max_episode_steps is None else int(max_episode_steps)

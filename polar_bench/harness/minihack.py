@@ -69,7 +69,7 @@ class MiniHackHarness(NetHackHarness):
         task_id = f"minihack/{name}"
         if name not in TASKS:
             raise ValueError(f"{task_id}: unknown MiniHack task; known: {', '.join(TASKS)}")
-        require("minihack", "minihack", "the MiniHack tasks")
+        require("minihack", "minihack", "the MiniHack tasks", quiet=True)
         import gymnasium
         from gymnasium.envs.registration import load_env_creator
         keys = checked_observation_keys(task_id, observation_keys)
