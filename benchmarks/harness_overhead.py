@@ -16,6 +16,10 @@ and through the native API a user would otherwise call, resetting whenever an ep
                                  without it, gymnasium.make("ALE/Pong-v5", frameskip=4,
                                  repeat_action_probability=0, obs_type="grayscale"), which skips
                                  frames but neither max-pools, resizes nor stacks (the table says which)
+    minihack minihack/MazeWalk-9x9  gymnasium.make("MiniHack-MazeWalk-9x9-v0")
+    crafter  crafter/Reward      crafter.Env() (its own 4-tuple API; seeded per episode like the harness)
+    textworld textworld/Custom-Small  textworld.start(game), stepping the admissible command the
+                                 action indexes (games pre-generated for seeds 0-99, outside the timing)
 
 Continuous actions reach the harness in [-1, 1] (float32) and the native env already rescaled to its
 bounds, as an agent of each would send them. Procgen's native env restarts levels by itself, so
@@ -98,7 +102,7 @@ def _dm_control_stepper(env):
     e_step, e_reset, task = env.step, env.reset, env.task
 
     def reset(seed):
-        task._random = np.random.RandomState(seed)  # noqa: SLF001 - dm_control has no setter for it
+        task._random = np.random.RandomState(seed)  # noqa: SLF001 - dm_control seeds only at load time
         return e_reset()
 
     def step(a):
@@ -135,6 +139,53 @@ def _seeded_once_stepper(env):
         return term or trunc
 
     return reset, step
+
+
+def _crafter_stepper(env):
+    # Crafter's own API (old Gym, 4-tuple); seeded per episode the way the harness seeds it.
+    e_step = env.step
+
+    def reset(seed):
+        env._seed, env._episode = seed, 0  # noqa: SLF001 - crafter's reset() takes no seed
+        return env.reset()
+
+    def step(a):
+        return e_step(a)[2]
+
+    return reset, step
+
+
+def _textworld_stepper(games, limit: int = 100):
+    # TextWorld's own API: a user who wants discrete actions picks from the admissible commands, as
+    # the harness does; episode seed s plays the game generated from s (pre-generated, as the harness
+    # finds them in its cache), and an episode ends after ``limit`` commands (the harness's default).
+    import textworld
+
+    infos = textworld.EnvInfos(admissible_commands=True, objective=True, max_score=True, won=True, lost=True)
+    state: dict[str, Any] = {"env": None, "commands": [], "steps": 0}
+
+    def reset(seed):
+        if state["env"] is not None:
+            state["env"].close()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state["env"] = textworld.start(str(games[seed]), request_infos=infos)
+        game_state = state["env"].reset()
+        state["commands"] = sorted(game_state["admissible_commands"])
+        state["steps"] = 0
+
+    def step(a):
+        game_state, _, done = state["env"].step(state["commands"][a % len(state["commands"])])
+        state["commands"] = sorted(game_state["admissible_commands"] or ["look"])
+        state["steps"] += 1
+        return done or state["steps"] >= limit
+
+    return reset, step
+
+
+class _Closer:
+    def __init__(self, close):
+        self.close = close
 
 
 # ----------------------------------------------------------------------------- native envs
@@ -200,6 +251,21 @@ def _atari_api() -> str:
     except ImportError:
         return 'gymnasium.make("ALE/Pong-v5", frameskip=4, obs_type="grayscale") (no OpenCV: no max-pool/resize/stack)'
     return 'FrameStack(AtariPreprocessing(gymnasium.make("ALE/Pong-v5", frameskip=1)), 4)'
+def _crafter():
+    def build():
+        import crafter
+
+        return crafter.Env(length=10_000, seed=0), _crafter_stepper
+    return build
+
+
+def _textworld(task: str, games: int = 100):
+    def build():
+        from polar_bench.harness.textworld import game_file
+
+        paths = [game_file(task, seed) for seed in range(games)]  # generated once, then cached
+        return _Closer(lambda: None), lambda _: _textworld_stepper(paths)
+    return build
 
 
 @dataclass
@@ -218,6 +284,11 @@ CASES = [
     Case("babyai", "babyai/GoToRedBall", _gymnasium("BabyAI-GoToRedBall-v0", "minigrid"),
          'gymnasium.make("BabyAI-GoToRedBall-v0")'),
     Case("atari", "atari/Pong", _atari("Pong"), _atari_api()),
+    Case("minihack", "minihack/MazeWalk-9x9", _gymnasium("MiniHack-MazeWalk-9x9-v0", "minihack"),
+         'gymnasium.make("MiniHack-MazeWalk-9x9-v0")'),
+    Case("crafter", "crafter/Reward", _crafter(), "crafter.Env()"),
+    Case("textworld", "textworld/Custom-Small", _textworld("Custom-Small"),
+         "textworld.start(game).step(admissible command)"),
 ]
 
 
@@ -249,7 +320,7 @@ def _actions(harness, n: int, seed: int = 0) -> tuple[list, list]:
     ours = [rng.uniform(-1.0, 1.0, size=space.shape).astype(np.float32) for _ in range(n)]
     # The native env gets exactly what the harness would send it (rescaled, in its dtype),
     # computed here, outside the timed loop.
-    native = [harness._convert_action(a) for a in ours]  # noqa: SLF001 - the harness's own conversion, reused
+    native = [harness._convert_action(a) for a in ours]  # noqa: SLF001 - the exact native action, untimed
     return ours, native
 
 
@@ -373,7 +444,7 @@ def print_table(rows: list[Row], out=sys.stdout) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", default=",".join(c.family for c in CASES),
-                        help="comma-separated families to measure (default: all six)")
+                        help="comma-separated families to measure (default: all)")
     parser.add_argument("--seconds", type=float, default=2.0,
                         help="approximate native stepping time per family, in seconds (default 2)")
     parser.add_argument("--chunk-seconds", type=float, default=0.005,

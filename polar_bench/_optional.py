@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import io
+import warnings
 from importlib import metadata
 from types import ModuleType
 
@@ -12,9 +15,17 @@ from .errors import MissingDependencyError
 __all__ = ["require", "version_of"]
 
 
-def require(module: str, extra: str, purpose: str = "") -> ModuleType:
-    """Import ``module`` or raise `MissingDependencyError` naming ``pip install "polar_bench[extra]"``."""
+def require(module: str, extra: str, purpose: str = "", *, quiet: bool = False) -> ModuleType:
+    """Import ``module`` or raise `MissingDependencyError` naming ``pip install "polar_bench[extra]"``.
+
+    ``quiet``: drop the warnings and the stderr output of the import (old gym's notice that crafter's
+    import prints, minihack's pkg_resources deprecation), which would reach the user's terminal from
+    every worker process."""
     try:
+        if quiet:
+            with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+                warnings.simplefilter("ignore")
+                return importlib.import_module(module)
         return importlib.import_module(module)
     except ImportError as exc:
         what = f" for {purpose}" if purpose else ""

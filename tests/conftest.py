@@ -6,14 +6,6 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 
-def pytest_generate_tests(metafunc):
-    """Parametrize the conformance tests of a family over its ``task_ids``."""
-    if "task_id" in metafunc.fixturenames and metafunc.cls is not None:
-        ids = getattr(metafunc.cls, "task_ids", None)
-        if ids:
-            metafunc.parametrize("task_id", ids)
-
-
 def pytest_addoption(parser):
     parser.addoption("--slow", action="store_true", default=False, help="run the slow tests too")
 

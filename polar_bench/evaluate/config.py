@@ -11,10 +11,11 @@ from ..suite import Suite, TaskSpec, episode_seed
 
 __all__ = ["EvalConfig", "Unit", "journal_path", "check_pins", "PIN_FAMILIES"]
 
-# Which families a pinned package matters to ("*" = every family).
-PIN_FAMILIES = {
+# Which families a pinned package matters to ("*" = every family; a tuple when several use it).
+PIN_FAMILIES: dict[str, str | tuple[str, ...]] = {
     "numpy": "*", "gymnasium": "*", "mujoco": "dmc", "dm-control": "dmc", "procgen-mirror": "procgen",
-    "nle": "nethack", "minigrid": "babyai", "ale-py": "atari",
+    "nle": ("nethack", "minihack"), "minigrid": "babyai", "minihack": "minihack", "crafter": "crafter",
+    "textworld": "textworld", "ale-py": "atari",
 }
 
 
@@ -91,7 +92,8 @@ def check_pins(suite: Suite, tasks: list[TaskSpec]) -> dict[str, dict[str, str]]
     diffs = {}
     for pkg, wanted in suite.pins.items():
         fam = PIN_FAMILIES.get(pkg, "*")
-        if fam != "*" and fam not in families:
+        users = {fam} if isinstance(fam, str) else set(fam)
+        if fam != "*" and not users & families:
             continue
         have = version_of(pkg)
         if have != wanted:

@@ -122,6 +122,8 @@ def _record(lane: _Lane, status: str = "ok", error: str | None = None) -> dict:
            "agent_seconds": round(lane.agent_s, 6)}
     if "clipped_actions" in lane.info:
         rec["clipped_actions"] = int(lane.info["clipped_actions"])
+    if status == "ok" and "episode_record" in lane.info:  # what the harness reports about the episode
+        rec["harness"] = dict(lane.info["episode_record"])
     if lane.digest is not None and status == "ok":
         rec["digest"] = lane.digest.hexdigest()
     return rec
@@ -397,7 +399,7 @@ class EpisodeRunner:
                     rec.pop("digest", None)
                 elif extra:
                     for key in ("task", "run", "index", "seed", "return", "length", "status", "error", "digest",
-                                "wall_seconds", "agent_seconds"):
+                                "wall_seconds", "agent_seconds", "harness"):
                         extra.pop(key, None)  # the agent cannot overwrite what the loop measured
                     rec.update(extra)
         if rec["status"] != "ok":

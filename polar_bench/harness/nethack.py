@@ -46,7 +46,7 @@ from .._optional import require, version_of
 from ..task_info import Component, TaskInfo
 from .base import Harness
 
-__all__ = ["NetHackHarness", "TASKS", "nle_seeds", "REQUIRED_KEYS"]
+__all__ = ["NetHackHarness", "TASKS", "nle_seeds", "REQUIRED_KEYS", "KEY_DESCRIPTIONS", "checked_observation_keys"]
 
 C = Component
 
@@ -104,7 +104,7 @@ TASKS: dict[str, dict[str, Any]] = {
     },
 }
 
-_KEY_DESCRIPTIONS = {
+KEY_DESCRIPTIONS = {
     "glyphs": "the dungeon map, 21 x 79 NetHack glyph ids (int16; monsters, objects, terrain)",
     "chars": "the dungeon map as 21 x 79 ASCII characters",
     "colors": "the color (0-15) of each map character, 21 x 79",
@@ -253,6 +253,27 @@ def _game_variable(dlpath: str, symbol: str, ctype, value=None):
         _dl.dlclose(handle)
 
 
+def checked_observation_keys(task_id: str, observation_keys: Any) -> tuple[str, ...]:
+    """The NLE observation keys to expose: `REQUIRED_KEYS` then ``observation_keys``; `ValueError` for
+    a key NLE does not offer, or one that alters the game (``screen_descriptions``)."""
+    from nle import nethack
+
+    if isinstance(observation_keys, str) or not all(isinstance(k, str) for k in observation_keys):
+        raise ValueError(f"{task_id}: observation_keys must be a list of NLE key names, got "
+                         f"{observation_keys!r}")
+    offered = [k for k in nethack.OBSERVATION_DESC if k not in _HIDDEN_KEYS + _PERTURBING_KEYS]
+    perturbing = [k for k in observation_keys if k in _PERTURBING_KEYS]
+    if perturbing:
+        raise ValueError(f"{task_id}: observation key(s) {perturbing} are not offered: NLE computes "
+                         f"them by running NetHack's look-up code on every step, which alters the "
+                         f"game, so the same seed would give a different episode")
+    unknown = [k for k in observation_keys if k not in offered]
+    if unknown:
+        raise ValueError(f"{task_id}: unknown observation key(s) {unknown}; NLE offers "
+                         f"{', '.join(offered)}")
+    return tuple(dict.fromkeys([*REQUIRED_KEYS, *observation_keys]))
+
+
 class NetHackHarness(Harness):
     """Harness over one NLE task (``nethack/Score``, ...); see the module docstring."""
 
@@ -270,23 +291,9 @@ class NetHackHarness(Harness):
         if name not in TASKS:
             raise ValueError(f"{task_id}: unknown NetHack task; known: {', '.join(TASKS)}")
         require("nle", "nethack", "the NetHack tasks")
-        from nle import nethack
         from nle.env import tasks as nle_tasks
 
-        if isinstance(observation_keys, str) or not all(isinstance(k, str) for k in observation_keys):
-            raise ValueError(f"{task_id}: observation_keys must be a list of NLE key names, got "
-                             f"{observation_keys!r}")
-        offered = [k for k in nethack.OBSERVATION_DESC if k not in _HIDDEN_KEYS + _PERTURBING_KEYS]
-        perturbing = [k for k in observation_keys if k in _PERTURBING_KEYS]
-        if perturbing:
-            raise ValueError(f"{task_id}: observation key(s) {perturbing} are not offered: NLE computes "
-                             f"them by running NetHack's look-up code on every step, which alters the "
-                             f"game, so the same seed would give a different episode")
-        unknown = [k for k in observation_keys if k not in offered]
-        if unknown:
-            raise ValueError(f"{task_id}: unknown observation key(s) {unknown}; NLE offers "
-                             f"{', '.join(offered)}")
-        keys = tuple(dict.fromkeys([*REQUIRED_KEYS, *observation_keys]))
+        keys = checked_observation_keys(task_id, observation_keys)
         if not isinstance(fixed_levels, bool):
             raise ValueError(f"{task_id}: fixed_levels must be True or False, got {fixed_levels!r}")
         native_steps = 1_000_000 if name == "Challenge" else 5000
@@ -296,15 +303,7 @@ class NetHackHarness(Harness):
                                       save_ttyrec_every=0, savedir=None, fix_moon_phase=True)
         if character is not None:
             kwargs["character"] = character
-        self._env = getattr(nle_tasks, f"NetHack{name}")(**kwargs)
-        self._keys = keys
-        self._fixed_levels = fixed_levels
-        self._set_seeds = nethack.Nethack.set_initial_seeds  # the class's, which Challenge does not block
-        self._aborted = int(self._env.StepStatus.ABORTED)
-        self._status_names = {int(s): s.name.lower() for s in self._env.StepStatus}
-
-        actions = tuple(self._env.actions)
-        nle_space = self._env.observation_space
+        parts = self._adopt(getattr(nle_tasks, f"NetHack{name}")(**kwargs), keys, fixed_levels)
         recorded: dict[str, Any] = {"observation_keys": list(keys), "fixed_levels": fixed_levels}
         if character is not None:
             recorded["character"] = character
@@ -314,12 +313,8 @@ class NetHackHarness(Harness):
             id=task_id,
             domain="nethack",
             description=f"{TASKS[name]['goal']} (NetHack 3.6 via NLE, playing {who}; "
-                        f"{len(actions)} actions; at most {steps} steps.)",
-            observation_space=spaces.Dict({k: nle_space[k] for k in keys}),
-            action_space=spaces.Discrete(len(actions)),
-            observation_components=tuple(C(k, _KEY_DESCRIPTIONS.get(k, "")) for k in keys),
-            action_components=tuple(C(action_name(a), f"NLE {type(a).__name__}.{a.name}, key code "
-                                                       f"{int(a)}") for a in actions),
+                        f"{parts['action_space'].n} actions; at most {steps} steps.)",
+            **parts,
             reward_range=TASKS[name]["reward"],
             max_episode_steps=steps,
             package="nle",
@@ -331,6 +326,24 @@ class NetHackHarness(Harness):
             options=recorded,
         )
         self._finish_setup(info)
+
+    def _adopt(self, env: Any, keys: tuple[str, ...], fixed_levels: bool) -> dict[str, Any]:
+        """Keep ``env`` (an NLE environment: NetHack's tasks, MiniHack's) for the hooks below, and return
+        the spaces and components of its `TaskInfo`."""
+        from nle import nethack
+
+        self._env = env
+        self._keys = keys
+        self._fixed_levels = fixed_levels
+        self._set_seeds = nethack.Nethack.set_initial_seeds  # the class's, which Challenge does not block
+        self._aborted = int(env.StepStatus.ABORTED)
+        self._status_names = {int(s): s.name.lower() for s in env.StepStatus}
+        actions = tuple(env.actions)
+        return {"observation_space": spaces.Dict({k: env.observation_space[k] for k in keys}),
+                "action_space": spaces.Discrete(len(actions)),
+                "observation_components": tuple(C(k, KEY_DESCRIPTIONS.get(k, "")) for k in keys),
+                "action_components": tuple(C(action_name(a), f"NLE {type(a).__name__}.{a.name}, key code {int(a)}")
+                                           for a in actions)}
 
     # ----------------------------------------------------------------- hooks
     def _observation(self, obs: dict) -> dict:
