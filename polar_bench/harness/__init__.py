@@ -28,6 +28,7 @@ _BUILTIN: dict[str, str] = {
     "procgen": "polar_bench.harness.procgen:ProcgenHarness",
     "nethack": "polar_bench.harness.nethack:NetHackHarness",
     "babyai": "polar_bench.harness.babyai:BabyAIHarness",
+    "mujoco": "polar_bench.harness.mujoco_family:MujocoHarness",
 }
 
 
