@@ -9,6 +9,7 @@ and through the native API a user would otherwise call, resetting whenever an ep
                                           distribution_mode="easy")
     nethack  nethack/Score       gymnasium.make("NetHackScore-v0")
     babyai   babyai/GoToRedBall  gymnasium.make("BabyAI-GoToRedBall-v0")
+    mujoco   mujoco/Hopper-v5    gymnasium.make("Hopper-v5")
 
 Continuous actions reach the harness in [-1, 1] (float32) and the native env already rescaled to its
 bounds, as an agent of each would send them. Procgen's native env restarts levels by itself, so
@@ -153,6 +154,7 @@ CASES = [
     Case("nethack", "nethack/Score", _gymnasium("NetHackScore-v0", "nle"), 'gymnasium.make("NetHackScore-v0")'),
     Case("babyai", "babyai/GoToRedBall", _gymnasium("BabyAI-GoToRedBall-v0", "minigrid"),
          'gymnasium.make("BabyAI-GoToRedBall-v0")'),
+    Case("mujoco", "mujoco/Hopper-v5", _gymnasium("Hopper-v5"), 'gymnasium.make("Hopper-v5")'),
 ]
 
 

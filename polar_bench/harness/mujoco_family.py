@@ -45,4 +45,4 @@ class MujocoHarness(GymHarness):
         super().__init__(name, text=text, max_episode_steps=max_episode_steps, **kwargs)
         self.task_info = dataclasses.replace(
             self.task_info, id=f"mujoco/{name}", domain="mujoco", description=TASKS[name],
-            text_note="MuJoCo observations are unnamed joint positions and velocities; no text rendering")
+            text_note="MuJoCo observations are unnamed joint positions and velocities")
