@@ -37,16 +37,17 @@ import statistics
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
 
+from polar_bench.harness.babyai import _SINK  # a stream that drops the level generator's chatter
+
 TARGET = 0.90
 
-
-from polar_bench.harness.babyai import _SINK  # a stream that drops the level generator's chatter
 
 
 # ----------------------------------------------------------------------------- steppers
@@ -82,7 +83,7 @@ def _dm_control_stepper(env):
     e_step, e_reset, task = env.step, env.reset, env.task
 
     def reset(seed):
-        task._random = np.random.RandomState(seed)
+        task._random = np.random.RandomState(seed)  # noqa: SLF001 -- dm_control seeds its task only here
         return e_reset()
 
     def step(a):
@@ -186,7 +187,7 @@ def _actions(harness, n: int, seed: int = 0) -> tuple[list, list]:
     ours = [rng.uniform(-1.0, 1.0, size=space.shape).astype(np.float32) for _ in range(n)]
     # The native env gets exactly what the harness would send it (rescaled, in its dtype),
     # computed here, outside the timed loop.
-    native = [harness._convert_action(a) for a in ours]
+    native = [harness._convert_action(a) for a in ours]  # noqa: SLF001 -- the harness's own rescaling, untimed
     return ours, native
 
 
