@@ -20,6 +20,7 @@ and through the native API a user would otherwise call, resetting whenever an ep
     crafter  crafter/Reward      crafter.Env() (its own 4-tuple API; seeded per episode like the harness)
     textworld textworld/Custom-Small  textworld.start(game), stepping the admissible command the
                                  action indexes (games pre-generated for seeds 0-99, outside the timing)
+    mujoco   mujoco/Hopper-v5    gymnasium.make("Hopper-v5")
 
 Continuous actions reach the harness in [-1, 1] (float32) and the native env already rescaled to its
 bounds, as an agent of each would send them. Procgen's native env restarts levels by itself, so
@@ -289,6 +290,7 @@ CASES = [
     Case("crafter", "crafter/Reward", _crafter(), "crafter.Env()"),
     Case("textworld", "textworld/Custom-Small", _textworld("Custom-Small"),
          "textworld.start(game).step(admissible command)"),
+    Case("mujoco", "mujoco/Hopper-v5", _gymnasium("Hopper-v5"), 'gymnasium.make("Hopper-v5")'),
 ]
 
 
