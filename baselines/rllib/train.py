@@ -21,8 +21,9 @@ as in baselines/ppo. Layout::
     evaluation: {interval: 10000, num_episodes: 5, suite: v1}
 
 Evaluation runs on RLlib's separate evaluation env runner (``evaluation_num_env_runners=1``) with
-the suite's options, every ``interval`` environment steps (rounded to training iterations); it does
-not touch the training env runners. Outputs under ``--out-dir`` (default runs/rllib):
+the suite's options, every ``interval`` environment steps (rounded to training iterations), in
+parallel to training; it does not touch the training env runners. Outputs under ``--out-dir``
+(default runs/rllib):
   checkpoints/T/runS/        the RLlib checkpoint (polar_bench.agent.RLlibAgent plays it)
   tensorboard/T/seedS/       TensorBoard events of the training and evaluation metrics
 """
@@ -104,8 +105,10 @@ def build_config(cfg: RunConfig, *, fault_tolerant: bool = True) -> Any:
         config = config.fault_tolerance(restart_failed_env_runners=True, max_num_env_runner_restarts=100,
                                         num_consecutive_env_runner_failures_tolerance=100)
     if cfg.eval_every > 0:
+        # evaluation_interval counts training iterations: one iteration samples about one train batch
+        iterations = max(1, round(cfg.eval_every / max(1, config.total_train_batch_size)))
         config = config.evaluation(
-            evaluation_interval=1, evaluation_num_env_runners=1, evaluation_duration=cfg.eval_episodes,
+            evaluation_interval=iterations, evaluation_num_env_runners=1, evaluation_duration=cfg.eval_episodes,
             evaluation_duration_unit="episodes", evaluation_parallel_to_training=True,
             evaluation_config={"explore": False, "env_config": {"task": cfg.task, "options": options}})
     return config
@@ -138,7 +141,7 @@ def train(cfg: RunConfig, out_dir: Path, *, resume: bool = False, on_iteration: 
     if resume and (ckpt / "rllib_checkpoint.json").exists():
         algo.restore_from_path(str(ckpt))
     writer = SummaryWriter(str(run_dir(out_dir, cfg, "tensorboard")))
-    steps, last_eval, evaluations = 0, 0, []
+    steps, evaluations = 0, []
     try:
         while True:
             result = algo.train()
@@ -148,8 +151,7 @@ def train(cfg: RunConfig, out_dir: Path, *, resume: bool = False, on_iteration: 
                 if name.startswith(("env_runners/", "learners/", "evaluation/")):
                     writer.add_scalar(name, value, steps)
             ev = result.get("evaluation", {}).get("env_runners", {})
-            if "episode_return_mean" in ev and steps - last_eval >= cfg.eval_every:
-                last_eval = steps
+            if "episode_return_mean" in ev:
                 evaluations.append({"step": steps, "return": float(ev["episode_return_mean"])})
                 algo.save_to_path(str(ckpt))
             if on_iteration is not None:
