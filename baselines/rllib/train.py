@@ -96,8 +96,7 @@ def build_config(cfg: RunConfig, *, fault_tolerant: bool = True) -> Any:
               .env_runners(num_env_runners=cfg.num_workers, num_envs_per_env_runner=cfg.num_envs,
                            num_cpus_per_env_runner=0.5)  # type: ignore[arg-type]  # annotated int; Ray takes fractions
               .learners(num_learners=0)
-              .debugging(seed=cfg.seed)
-              .reporting(min_sample_timesteps_per_iteration=0))
+              .debugging(seed=cfg.seed))
     if cfg.settings:
         config = config.training(**cfg.settings)
     if fault_tolerant:
