@@ -105,7 +105,9 @@ def build_config(cfg: RunConfig, *, fault_tolerant: bool = True) -> Any:
                                         num_consecutive_env_runner_failures_tolerance=100)
     if cfg.eval_every > 0:
         # evaluation_interval counts training iterations: one iteration samples about one train batch
-        iterations = max(1, round(cfg.eval_every / max(1, config.total_train_batch_size)))
+        # (off-policy algorithms sample at least min_sample_timesteps_per_iteration, more than a batch)
+        per_iteration = max(1, config.total_train_batch_size, config.min_sample_timesteps_per_iteration or 0)
+        iterations = max(1, round(cfg.eval_every / per_iteration))
         config = config.evaluation(
             evaluation_interval=iterations, evaluation_num_env_runners=1, evaluation_duration=cfg.eval_episodes,
             evaluation_duration_unit="episodes", evaluation_parallel_to_training=True,
