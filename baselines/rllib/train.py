@@ -152,7 +152,7 @@ def train(cfg: RunConfig, out_dir: Path, *, resume: bool = False, on_iteration: 
                 if name.startswith(("env_runners/", "learners/", "evaluation/")):
                     writer.add_scalar(name, value, steps)
             ev = result.get("evaluation", {}).get("env_runners", {})
-            if "episode_return_mean" in ev:
+            if math.isfinite(ev.get("episode_return_mean", math.nan)):  # NaN: no episode ended yet
                 evaluations.append({"step": steps, "return": float(ev["episode_return_mean"])})
                 algo.save_to_path(str(ckpt))
             if on_iteration is not None:
