@@ -38,7 +38,7 @@ from .errors import AgentLoadError
 from .task_info import TaskInfo
 
 __all__ = ["Agent", "load_agent_module", "agent_file_hash", "agent_info", "FunctionAgent",
-           "SB3Agent", "RandomAgent"]
+           "SB3Agent", "RLlibAgent", "RandomAgent"]
 
 
 @runtime_checkable
@@ -124,6 +124,55 @@ class FunctionAgent:
 
     def act(self, observation, info):
         return self.policy(observation, info) if self.with_info else self.policy(observation)
+
+
+class RLlibAgent:
+    """An RLlib (new API stack) checkpoint as an agent: ``RLlibAgent("runs/rllib/checkpoints/T/run0")``.
+
+    ``path`` is an Algorithm checkpoint (baselines/rllib/train.py writes them) or an RLModule
+    checkpoint folder. The module is loaded directly with torch (``RLModule.from_checkpoint``): no
+    Ray cluster is started, so it plays in the isolated agent process. It acts with the mode of
+    the module's inference distribution (``deterministic=False`` samples, seeded by ``reset``).
+    The default env-to-module connectors are assumed (observations as arrays, no running filter).
+    """
+
+    def __init__(self, path: str | Path, *, module_id: str = "default_policy", deterministic: bool = True):
+        from ._optional import require
+
+        require("ray.rllib", "rllib", "loading RLlib checkpoints")
+        import torch
+        from ray.rllib.core.rl_module.rl_module import RLModule
+
+        p = Path(path)
+        inner = p / "learner_group" / "learner" / "rl_module" / module_id
+        if not (p / "class_and_ctor_args.pkl").exists():
+            raise AgentLoadError(f"no RLlib checkpoint at {p}; train one with python -m baselines.rllib.train")
+        self.module = RLModule.from_checkpoint(str(inner if inner.is_dir() else p))
+        if isinstance(self.module, torch.nn.Module):  # a TorchRLModule: inference mode (no dropout)
+            self.module.eval()
+        self.deterministic = deterministic
+        self._torch = torch
+
+    def reset(self, seed: int) -> None:
+        self._torch.manual_seed(seed)
+
+    def act(self, observation, info):
+        return self.act_batch([observation], [info])[0]
+
+    def act_batch(self, observations, infos):
+        torch = self._torch
+        obs = torch.as_tensor(np.stack([np.asarray(o, dtype=np.float32) for o in observations]))
+        with torch.no_grad():
+            out = self.module.forward_inference({"obs": obs})
+            if "actions" in out:
+                actions = out["actions"]
+            else:
+                dist = self.module.get_inference_action_dist_cls().from_logits(out["action_dist_inputs"])
+                actions = (dist.to_deterministic() if self.deterministic else dist).sample()
+        actions = actions.cpu().numpy()
+        if actions.dtype.kind in "iu":
+            return [int(a) for a in actions.reshape(len(observations), -1)[:, 0]]
+        return [np.clip(a, -1.0, 1.0).astype(np.float32) for a in actions]
 
 
 class SB3Agent:

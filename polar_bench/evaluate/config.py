@@ -13,7 +13,7 @@ __all__ = ["EvalConfig", "Unit", "journal_path", "check_pins", "PIN_FAMILIES"]
 
 # Which families a pinned package matters to ("*" = every family; a tuple when several use it).
 PIN_FAMILIES: dict[str, str | tuple[str, ...]] = {
-    "numpy": "*", "gymnasium": "*", "mujoco": "dmc", "dm-control": "dmc", "procgen-mirror": "procgen",
+    "numpy": "*", "gymnasium": "*", "mujoco": ("dmc", "mujoco"), "dm-control": "dmc", "procgen-mirror": "procgen",
     "nle": ("nethack", "minihack"), "minigrid": "babyai", "minihack": "minihack", "crafter": "crafter",
     "textworld": "textworld", "ale-py": "atari",
 }
