@@ -59,7 +59,7 @@ def main() -> None:
     args = p.parse_args()
     import ray
 
-    ray.init(num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=args.workers, include_dashboard=False, log_to_driver=False)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, task, options, episodes in WORKLOADS:

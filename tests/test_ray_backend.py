@@ -36,7 +36,7 @@ def local_reference(tmp_path_factory):
 @pytest.fixture(scope="module")
 def ray_local():
     ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

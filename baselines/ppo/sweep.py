@@ -87,7 +87,8 @@ def _sweep_ray(configs: list[Config], workers: int | None, address: str | None, 
     ray = require("ray", "ray", "ray sweeps")
     started_here = False
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False,
+        # no address: a Ray of its own, never a cluster that `ray start` runs on this machine
+        ray.init(address=address or "local", include_dashboard=False, log_to_driver=False,
                  **({"num_cpus": workers} if address is None and workers else {}))
         started_here = True
     try:

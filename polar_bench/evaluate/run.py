@@ -68,7 +68,8 @@ def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str
     ray = require("ray", "ray", "--backend ray")
     started_here = False
     if not ray.is_initialized():
-        ray.init(address=cfg.address, include_dashboard=False, log_to_driver=True,
+        # no address: a Ray of its own, never a cluster that `ray start` runs on this machine
+        ray.init(address=cfg.address or "local", include_dashboard=False, log_to_driver=True,
                  **({"num_cpus": cfg.workers} if cfg.address is None and cfg.workers else {}))
         started_here = True
     cfg.workers = cfg.workers or int(ray.cluster_resources().get("CPU", 1))
