@@ -40,9 +40,11 @@ import numpy as np
 
 from . import scoring
 from .errors import ResultsError, ScoringError
+from .suite import METRICS
 
 __all__ = [
     "STATUSES",
+    "episode_value",
     "DEFAULT_METRICS",
     "OVERALL",
     "Estimate",
@@ -253,6 +255,24 @@ def _training_steps(info: Any) -> int | None:
     return None
 
 
+def episode_value(ep: Mapping[str, Any], metric: str = "return", where: str = "episode") -> float:
+    """What one episode scores under a suite task's ``metric`` (`polar_bench.suite.METRICS`): its
+    ``return``, or ``harness[metric]`` (a success counts 1, a failure 0). The ``harness`` record is
+    written by the trusted worker, never by the agent, and `verify` re-runs and compares it.
+    `ResultsError` when the value is absent or not a finite number."""
+    if metric == "return":
+        return float(ep["return"])
+    record = ep.get("harness")
+    value = record.get(metric) if isinstance(record, Mapping) else None
+    if isinstance(value, bool):
+        return float(value)
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ResultsError(f"{where} is scored by its {metric}, but its record has no finite harness.{metric} "
+                           f"(got {value!r}); results made before polar_bench recorded it must be re-run "
+                           "with python -m polar_bench evaluate")
+    return float(value)
+
+
 def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] | None = None) -> AgentScores:
     """Normalize the episodes of one results file (a path, a `Results` or the raw dict).
 
@@ -274,6 +294,7 @@ def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] |
 
     order: list[str] = []
     refs: dict[str, tuple[str, float, float, int]] = {}
+    metrics: dict[str, str] = {}
     for i, spec in enumerate(specs):
         w = f"{where}: suite task {i}"
         tid = _field(spec, "id", str, w)
@@ -289,7 +310,12 @@ def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] |
             n_ep = len(seeds) if isinstance(seeds, list) and seeds else 0
         if tid in refs:
             raise ResultsError(f"{where}: the suite lists task {tid} twice")
+        metric = spec.get("metric", "return")
+        if metric not in METRICS:
+            raise ResultsError(f"{where}: task {tid} has unknown metric {metric!r}; expected one of "
+                               f"{', '.join(METRICS)}")
         refs[tid] = (domain, float(low), float(high), n_ep)
+        metrics[tid] = metric
         order.append(tid)
 
     if domains is not None:
@@ -329,6 +355,7 @@ def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] |
             if not isinstance(ret, (int, float)) or isinstance(ret, bool) or not math.isfinite(ret):
                 raise ResultsError(f"{w} ({tid}, run {run}) has status ok but return {ret!r}; "
                                    "a successful episode needs a finite return")
+            episode_value(ep, metrics[tid], f"{w} ({tid}, run {run})")  # checked before any arithmetic
         else:
             failures.append({"task": tid, "run": run, "index": index, "seed": ep.get("seed"),
                              "status": status, "error": str(ep.get("error") or "")})
@@ -357,7 +384,7 @@ def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] |
                 ep = recorded[idx]
                 counts[ep["status"]] += 1
                 if ep["status"] == "ok":
-                    ok.append(float(ep["return"]))
+                    ok.append(episode_value(ep, metrics[tid]))
             returns.extend(ok)
             scores = (np.array(ok) - low) / (high - low)
             per_run.append(scores)

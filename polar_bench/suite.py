@@ -25,11 +25,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Reference", "TaskSpec", "Domain", "Suite", "load_suite", "available_suites",
+__all__ = ["METRICS", "Reference", "TaskSpec", "Domain", "Suite", "load_suite", "available_suites",
            "episode_seed", "SUITES_DIR"]
 
 SUITES_DIR = Path(__file__).parent / "suites"
 SEED_BOUND = 2**30
+# What one episode of a task scores (a suite task's ``metric``): its return (the default, all of
+# suite v1), or a value the trusted harness records about the episode (the episode record's
+# ``harness`` object): ``success`` (1 when the task's goal was reached, else 0) or ``depth`` (the
+# deepest dungeon level reached). Scoring reads them through `polar_bench.analysis.episode_value`.
+METRICS = ("return", "success", "depth")
 
 
 def episode_seed(suite_seed: int, task_id: str, index: int) -> int:
@@ -59,6 +64,7 @@ class TaskSpec:
     low: Reference
     high: Reference
     options: Mapping[str, Any] = field(default_factory=dict)
+    metric: str = "return"  # what an episode scores: its return, or a field of its harness record
 
     def normalize(self, ret: float) -> float:
         """(return - low) / (high - low)."""
@@ -127,7 +133,8 @@ class Suite:
             "pins": dict(self.pins),
             "domains": [d.name for d in self.domains],
             "tasks": [{"id": t.id, "domain": t.domain, "low": t.low.value, "high": t.high.value,
-                       "episodes": t.episodes, "seeds": list(t.seeds)} for t in (tasks or self.tasks)],
+                       "episodes": t.episodes, "seeds": list(t.seeds),
+                       **({"metric": t.metric} if t.metric != "return" else {})} for t in (tasks or self.tasks)],
         }
 
 
@@ -196,7 +203,7 @@ def _reference(table: Any, where: str) -> Reference:
 
 
 _SUITE_KEYS = {"name", "version", "released", "description", "seed", "runs", "episodes"}
-_TASK_KEYS = {"id", "domain", "episodes", "seeds", "low", "high", "options"}
+_TASK_KEYS = {"id", "domain", "episodes", "seeds", "low", "high", "options", "metric"}
 
 
 def parse_suite(data: Mapping[str, Any], path: str = "<memory>") -> Suite:
@@ -273,7 +280,10 @@ def parse_suite(data: Mapping[str, Any], path: str = "<memory>") -> Suite:
         options = t.get("options", {})
         if not isinstance(options, dict):
             raise SuiteError(f"{w}: options must be a table")
-        tasks.append(TaskSpec(tid, dom, episodes, seeds, low, high, options))
+        metric = t.get("metric", "return")
+        if metric not in METRICS:
+            raise SuiteError(f"{w}: metric must be one of {', '.join(METRICS)}, got {metric!r}")
+        tasks.append(TaskSpec(tid, dom, episodes, seeds, low, high, options, metric))
     return Suite(
         name=name, version=version, released=str(head.get("released", "")),
         description=str(head.get("description", "")), seed=seed, runs=runs, pins=dict(pins),

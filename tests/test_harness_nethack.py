@@ -147,3 +147,30 @@ def test_missing_package_names_the_install_command(monkeypatch):
 def test_screen_descriptions_is_refused_because_it_alters_the_game():
     with pytest.raises(ValueError, match="alters the"):
         polar_bench.make("nethack/Score", observation_keys=["screen_descriptions"])
+
+
+def _play_random(env, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    while True:
+        _, _, terminated, truncated, info = env.step(int(rng.integers(env.action_space.n)))
+        if terminated or truncated:
+            return info
+
+
+def test_episode_record_says_whether_the_task_succeeded_and_how_deep():
+    env = polar_bench.make("nethack/Staircase", max_episode_steps=300)
+    try:
+        won = _play_random(env, 33)  # random play that finds the stairs down on seed 33 (189 steps)
+        assert won["episode_record"] == {"end_status": "task_successful", "success": True, "depth": 1}
+        lost = _play_random(env, 0)
+        assert lost["episode_record"]["success"] is False
+        assert lost["episode_record"]["end_status"] == lost["end_status"] != "task_successful"
+    finally:
+        env.close()
+    score = polar_bench.make("nethack/Score", max_episode_steps=20)
+    try:
+        record = _play_random(score, 1)["episode_record"]
+        assert record["success"] is False and record["depth"] >= 1  # Score has no goal to reach
+    finally:
+        score.close()

@@ -365,3 +365,28 @@ def test_domains_restrict_scores_and_comparisons_to_shared_domains(tmp_path, cap
     assert data["standard"] is False
     code, _, err = run(["score", a, *FAST, "--domains", "nethack"], capsys)
     assert code == 2 and "no domain 'nethack'" in err and "classic, control" in err and "\n" not in err.strip()
+
+
+def test_a_task_scored_by_success_reads_the_harness_record_not_the_return(tmp_path, capsys):
+    from polar_bench.analysis import agent_scores, episode_value
+    from polar_bench.errors import ResultsError
+
+    returns = np.full((2, 4), -5.0)  # the step penalty: the same return whether or not the goal was reached
+    data = make_results("stairs", {"nethack/Staircase": returns}, refs={"nethack/Staircase": (0.0, 1.0)})
+    data["suite"]["tasks"][0]["metric"] = "success"
+    wins = {(0, 0), (0, 1), (1, 3)}
+    for ep in data["episodes"]:
+        ep["harness"] = {"end_status": "x", "success": (ep["run"], ep["index"]) in wins, "depth": 1}
+    path = write_results(tmp_path / "stairs.json", data)
+    assert run(["validate", path], capsys)[0] == 0
+    scores = agent_scores(path)
+    assert scores.tasks[0].run_scores.tolist() == [0.5, 0.25]
+    assert episode_value({"return": 3.0}, "return") == 3.0
+    assert episode_value({"return": 3.0, "harness": {"depth": 4}}, "depth") == 4.0
+
+    del data["episodes"][2]["harness"]  # a forged or outdated file: the value the task is scored by is absent
+    with pytest.raises(ResultsError, match="scored by its success, but its record has no finite harness.success"):
+        agent_scores(data)
+    data["suite"]["tasks"][0]["metric"] = "luck"
+    with pytest.raises(ResultsError, match="unknown metric 'luck'"):
+        agent_scores(data)

@@ -51,6 +51,7 @@ def test_hash_depends_on_content_not_formatting(tmp_path):
     (lambda d: d["suite"].pop("seed"), "missing required field 'seed'"),
     (lambda d: d["tasks"][0].update(id="CartPole"), "family/name"),
     (lambda d: d["tasks"][0].update(episodes=0), "positive integer"),
+    (lambda d: d["tasks"][0].update(metric="wins"), "metric must be one of return, success, depth"),
 ])
 def test_invalid_suites_are_rejected_with_the_reason(mutate, needle):
     import copy
@@ -97,3 +98,18 @@ def test_validate_rejects_bad_task_options_with_exit_2(tmp_path, capsys):
     assert "gym/Pendulum-v1: unknown option 'colour'; the gym family accepts: g, max_episode_steps, render_mode, " \
            "text" in err  # g, Pendulum's own constructor argument, is accepted
     assert len(err.strip().splitlines()) == 1
+
+
+def test_metric_defaults_to_return_and_travels_into_the_results_summary():
+    import copy
+
+    import tomllib
+
+    data = copy.deepcopy(tomllib.loads(TINY.read_text()))
+    plain = parse_suite(data, "x.toml")
+    assert {t.metric for t in plain.tasks} == {"return"}
+    assert all("metric" not in t for t in plain.summary_json()["tasks"])  # suite v1's summaries unchanged
+    data["tasks"][0]["metric"] = "success"
+    scored = parse_suite(data, "x.toml")
+    assert scored.tasks[0].metric == "success" and scored.hash != plain.hash
+    assert scored.summary_json()["tasks"][0]["metric"] == "success"

@@ -225,3 +225,20 @@ def test_submit_refuses_in_process_results(tmp_path, isolation, refused):
     assert bool(found) == refused and problems == found
     if refused:
         assert "run evaluate again without --in-process" in str(found[0])
+
+
+def test_a_rerun_must_bring_back_the_harness_record_the_submission_claims():
+    from polar_bench.leaderboard.verify import _compare
+
+    sub = {"return": -5.0, "length": 189, "digest": "d", "status": "ok",
+           "harness": {"end_status": "task_successful", "success": True, "depth": 1}}
+    same = dict(sub, harness=dict(sub["harness"]))
+    forged_back = dict(sub, harness={"end_status": "death", "success": False, "depth": 1})
+    assert _compare(sub, same, True, 0.0, 1.0, "success") == ("digest", 0.0, True)
+    # Same return, length and trajectory digest, but the submission claimed a success the re-run did not see.
+    assert _compare(sub, forged_back, True, 0.0, 1.0, "success") == ("digest", 1.0, False)
+    # A stochastic agent is compared on the value the task is scored by, within the tolerance.
+    assert _compare(sub, forged_back, False, 0.5, 1.0, "success") == ("tolerance", 1.0, False)
+    # Files made before harness records existed: the re-run's new record is not held against them.
+    old = {k: v for k, v in sub.items() if k != "harness"}
+    assert _compare(old, same, True, 0.0, 1.0, "return")[2] is True

@@ -44,8 +44,9 @@ import numpy as np
 
 from .. import __version__
 from ..agent import agent_file_hash
+from ..analysis import episode_value
 from ..artifacts import ArtifactError, ensure_artifacts
-from ..errors import UserError
+from ..errors import ResultsError, UserError
 from ..evaluate import EvalConfig, Unit, run_evaluation
 from ..results import read_results
 from .checks import released_suites
@@ -118,15 +119,22 @@ def draw_sample(groups: Sequence[str], uniform: int, rng: np.random.Generator) -
 
 
 def _compare(e: dict, again: dict, deterministic: bool, tolerance: float,
-             width: float) -> tuple[str, float | None, bool]:
-    """(compared_by, normalized |Δ return|, match) for a submitted episode and its re-run."""
+             width: float, metric: str = "return") -> tuple[str, float | None, bool]:
+    """(compared_by, normalized |Δ score|, match) for a submitted episode and its re-run. The score is
+    the task's metric (its return, or a value of the harness record); the harness record the submission
+    carries, if any, must also come back unchanged from a deterministic agent."""
     by = ("digest" if e.get("digest") is not None else "exact") if deterministic else "tolerance"
     if again["status"] != "ok" or again.get("return") is None:
         return by, None, False
-    diff = abs(float(again["return"]) - float(e["return"])) / width
+    try:
+        diff = abs(episode_value(again, metric) - episode_value(e, metric)) / width
+    except ResultsError:
+        return by, None, False
     if by == "tolerance":
         return by, diff, diff <= tolerance
     same = again["return"] == e["return"] and again["length"] == e["length"]
+    if "harness" in e:
+        same = same and again.get("harness") == e["harness"]
     if by == "digest":
         same = same and again.get("digest") == e["digest"]
     return by, diff, same
@@ -219,7 +227,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     for e in picked:
         again = by_key[(e["task"], e["run"], e["seed"])]
         spec = specs[e["task"]]
-        by, diff, match = _compare(e, again, deterministic, tolerance, spec.high.value - spec.low.value)
+        by, diff, match = _compare(e, again, deterministic, tolerance, spec.high.value - spec.low.value,
+                                   spec.metric)
         rows.append({"task": e["task"], "run": e["run"], "seed": e["seed"], "compared_by": by,
                      "submitted_return": e["return"], "rerun_return": again.get("return"),
                      "submitted_length": e["length"], "rerun_length": again.get("length"),
