@@ -45,6 +45,8 @@ from .suite import METRICS
 __all__ = [
     "STATUSES",
     "episode_value",
+    "published_agents",
+    "PUBLISHED_NOTE",
     "DEFAULT_METRICS",
     "OVERALL",
     "Estimate",
@@ -458,6 +460,38 @@ def _steps_text(steps: int | None) -> str:
         if steps >= size and steps % (size // 10 or 1) == 0:
             return f"{steps / size:g}{unit} steps"
     return f"{steps} steps"
+
+
+PUBLISHED_NOTE = "published, not re-run"
+
+
+def published_agents(name: str, domain: str = "atari100k", family: str = "atari") -> list[AgentScores]:
+    """The published per-run scores of table ``name`` (`polar_bench.published.TABLES`) as reference
+    entries: one `AgentScores` per published algorithm, its tasks ``{family}/{game}`` in ``domain``,
+    normalized with the table's own random and human scores (which suite v2's atari100k domain uses as
+    its low and high references, so `check_same_tasks` holds). Their label says "published, not re-run":
+    nobody here re-ran these agents, and their protocol is the papers', which docs/families/atari.md
+    compares with ours."""
+    from .published import get_table
+
+    table = get_table(name)
+    games, low, high = table.references()
+    out = []
+    for label, matrix in table.normalized_scores().items():
+        tasks = []
+        for j, game in enumerate(games):
+            column = np.asarray(matrix[:, j], dtype=float)
+            counts = {k: 0 for k in (*STATUSES, "missing")}
+            counts["ok"] = int(column.size)
+            tasks.append(TaskScores(f"{family}/{game}", domain, float(low[j]), float(high[j]), 1, column,
+                                    tuple(np.array([v]) for v in column),
+                                    float(low[j] + column.mean() * (high[j] - low[j])), counts))
+        out.append(AgentScores(
+            name=label, label=f"{label} ({PUBLISHED_NOTE})", path=None, runs=int(matrix.shape[0]),
+            tasks=tuple(tasks), domains=(domain,), suite={"name": f"published:{table.name}", "version": None,
+                                                          "hash": None},
+            training_steps=None, comparable=True, standard=True, failures=(), llm=None, timing={}))
+    return out
 
 
 def check_same_tasks(agents: Sequence[AgentScores]) -> list[str]:

@@ -390,3 +390,37 @@ def test_a_task_scored_by_success_reads_the_harness_record_not_the_return(tmp_pa
     data["suite"]["tasks"][0]["metric"] = "luck"
     with pytest.raises(ResultsError, match="unknown metric 'luck'"):
         agent_scores(data)
+
+
+def _atari_results(name: str, shift: float) -> dict:
+    from polar_bench.published import ATARI100K
+
+    games, low, high = ATARI100K.references()
+    rng = np.random.default_rng(3)
+    scores, refs, domains = {}, {}, {}
+    for g, lo, hi in zip(games, low, high, strict=True):
+        tid = f"atari/{g}"
+        scores[tid] = lo + (hi - lo) * (shift + 0.05 * rng.standard_normal((3, 2)))
+        refs[tid], domains[tid] = (float(lo), float(hi)), "atari100k"
+    return make_results(name, scores, refs=refs, domains=domains, suite="v2")
+
+
+def test_compare_beside_published_atari100k_runs(tmp_path, capsys):
+    path = write_results(tmp_path / "mine.json", _atari_results("mine", 0.25))
+    code, out, err = run(["compare", path, "--published", "atari100k", "--json", "--reps", "2000",
+                          "--poi-reps", "500"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    labels = [a["agent"] for a in data["agents"]]
+    assert labels[0] == "mine" and "SPR (published, not re-run)" in labels and len(labels) == 8
+    spr = next(a for a in data["agents"] if a["agent"].startswith("SPR"))
+    overall = next(s for s in spr["aggregates"] if s["scope"] == "atari100k")
+    assert round(overall["metrics"]["iqm"]["point"], 3) == 0.337  # the paper's SPR IQM (Agarwal et al. 2021)
+    # Every published entry against ours, none among themselves (that is the paper's own table).
+    assert len(data["probability_of_improvement"]) == 7
+    assert all(p["x"] == "mine" or p["y"] == "mine" for p in data["probability_of_improvement"])
+    assert any("published, not re-run" in n for n in data["notes"])
+
+    other = write_results(tmp_path / "classic.json", make_results("c", {"gym/CartPole-v1": np.ones((3, 2))}))
+    code, _, err = run(["compare", other, "--published", "atari100k"], capsys)
+    assert code == 2 and "needs results with the atari100k domain" in err and len(err.strip().splitlines()) == 1

@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import analysis, report, scoring
-from ..errors import UserError
+from ..errors import ScoringError, UserError
+from ..published import TABLES, get_table
 
 METRICS = analysis.DEFAULT_METRICS
+PUBLISHED_DOMAIN = "atari100k"  # the domain of suite v2 that the published Atari 100k runs match
 
 
 def _common(p, poi: bool = False, profiles: bool = False) -> None:
@@ -41,6 +43,11 @@ def _common(p, poi: bool = False, profiles: bool = False) -> None:
                    help="aggregate over domains with errored or missing episodes, leaving those episodes "
                         "out of their run's mean (marked * in the tables)")
     g.add_argument("--digits", type=int, default=3, help="decimals in the tables (default: %(default)s)")
+    if poi:
+        g.add_argument("--published", choices=sorted(TABLES), default=None, metavar="TABLE",
+                       help="put the results beside the per-run scores a paper published (atari100k: SPR, "
+                            "DrQ(eps), DrQ, DER, OTRainbow, CURL, SimPLe), on that table's domain only; they "
+                            "are listed as 'published, not re-run' (docs/scoring.md)")
     g.add_argument("--domains", nargs="+", default=None, metavar="DOMAIN",
                    help="only the tasks of these domains, e.g. to compare agents on the domains they share "
                         "(the aggregates are then not the suite's standard ones)")
@@ -130,7 +137,8 @@ def _progress(total: int, desc: str):
 
 
 def _scores_and_pairs(agents, args, desc: str):
-    pairs_todo = list(analysis.iter_pairs(agents))
+    # Published entries are compared with the results given, not with each other (that is the paper's table).
+    pairs_todo = [(x, y) for x, y in analysis.iter_pairs(agents) if x.path is not None or y.path is not None]
     with _progress(len(agents) + len(pairs_todo), desc) as bar:
         results = []
         for a in agents:
@@ -164,6 +172,8 @@ def _header(a: analysis.AgentScores) -> list[str]:
     suite = a.suite
     episodes = sorted({t.episodes for t in a.tasks})
     ep_text = "/".join(str(e) for e in episodes)
+    if str(suite.get("name")).startswith("published:"):
+        return [f"Agent {a.label}", f"Published per-run scores: {a.runs} runs × {len(a.tasks)} games"]
     lines = [f"Agent {a.label}" + (f" ({a.path})" if a.path else ""),
              f"Suite {suite.get('name')} {suite.get('version')} ({str(suite.get('hash'))[:19]}); "
              f"{len(a.tasks)} tasks in {len(a.domains)} domain(s); {a.runs} run(s) × {ep_text} episodes"]
@@ -179,6 +189,8 @@ def _header(a: analysis.AgentScores) -> list[str]:
 
 
 def _error_lines(a: analysis.AgentScores) -> list[str]:
+    if str(a.suite.get("name")).startswith("published:"):
+        return [f"Published: {a.runs} runs × {len(a.tasks)} games, one score per run and game"]
     summary = analysis.error_summary(a)
     counts = summary["counts"]
     failed = sum(v for k, v in counts.items() if k != "ok")
@@ -253,11 +265,30 @@ def score(args) -> int:
 
 
 def _load_many(paths: list[str], at_least: int, command: str,
-               domains: list[str] | None = None) -> tuple[list, list[str]]:
+               domains: list[str] | None = None, published: str | None = None) -> tuple[list, list[str]]:
+    if published:
+        at_least = 1
+        if domains and domains != [PUBLISHED_DOMAIN]:
+            raise UserError(f"--published {published} compares on the {PUBLISHED_DOMAIN} domain only; "
+                            "drop --domains")
+        domains = [PUBLISHED_DOMAIN]
     if len(paths) < at_least:
         raise UserError(f"{command} needs at least {at_least} results files; got {len(paths)}")
-    agents = analysis.load_agents(paths, domains=domains)
+    try:
+        agents = analysis.load_agents(paths, domains=domains)
+    except ScoringError as err:
+        if not published:
+            raise
+        raise UserError(f"--published {published} needs results with the {PUBLISHED_DOMAIN} domain "
+                        f"(suite v2, or any suite with its 26 atari/ tasks and references): {err}") from None
+    if published:
+        agents += analysis.published_agents(published, PUBLISHED_DOMAIN)
     notes = analysis.check_same_tasks(agents)
+    if published:
+        notes = [n for n in notes if not n.startswith("the results come from different suite files")]
+        notes.append(f"entries marked '{analysis.PUBLISHED_NOTE}' are the per-run scores published for "
+                     f"{published} ({get_table(published).source}); nobody re-ran them here, and their "
+                     "protocol differs from ours where docs/families/atari.md says")
     if domains:
         notes.append(f"only the domains {', '.join(domains)}: not the suite's standard aggregates")
     return agents, notes
@@ -265,7 +296,7 @@ def _load_many(paths: list[str], at_least: int, command: str,
 
 def compare(args) -> int:
     _check_args(args)
-    agents, notes = _load_many(args.results, 2, "compare", args.domains)
+    agents, notes = _load_many(args.results, 2, "compare", args.domains, args.published)
     warning = coverage_warning(min(a.runs for a in agents), args.interval)
     if warning:
         print(warning, file=sys.stderr)
@@ -330,7 +361,7 @@ def report_command(args) -> int:
                         "aggregates table)")
     if args.tau_max is not None and not math.isfinite(args.tau_max):
         raise UserError(f"--tau-max must be a finite number; got {args.tau_max}")
-    agents_all, notes = _load_many(args.results, 1, "report", args.domains)
+    agents_all, notes = _load_many(args.results, 1, "report", args.domains, args.published)
     if not args.out:
         agents = analysis.final_budget(agents_all)
         results = [(a.label, _aggregate(a, args)) for a in agents]
