@@ -22,13 +22,15 @@ from pathlib import Path
 
 def bot_episode(task_id: str, seed: int) -> tuple[float, int, bool]:
     """(return, length, reached the goal) of the bot on one seeded episode."""
-    import polar_bench
     from minigrid.utils.baby_ai_bot import BabyAIBot
+
+    import polar_bench
 
     env = polar_bench.make(task_id)
     try:
         env.reset(seed=seed)
-        native = env.unwrapped._env  # the harness's MiniGrid level, freshly reset for this seed
+        # The bot plans on the full level state, which the harness keeps from agents: reach into it.
+        native = env.unwrapped._env  # noqa: SLF001
         with contextlib.redirect_stdout(io.StringIO()):
             bot = BabyAIBot(native)
         total, steps = 0.0, 0

@@ -89,7 +89,7 @@ for level in ["GoToRedBall", "GoToLocal", "PickupLoc", "PutNextLocal", "Synth"]:
     TASKS.append((f"babyai/{level}", "babyai", 20, {}, MEASURED_MEAN, BABYAI_HIGH))
 
 
-def _toml_value(v) -> str:
+def toml_value(v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):
@@ -97,7 +97,7 @@ def _toml_value(v) -> str:
     if isinstance(v, str):
         return json.dumps(v)
     if isinstance(v, dict):
-        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+        return "{ " + ", ".join(f"{k} = {toml_value(x)}" for k, x in v.items()) + " }"
     raise TypeError(v)
 
 
@@ -144,9 +144,9 @@ def render(measured: dict[str, list[float]] | None) -> str:
         lines += ["", "[[tasks]]", f"id = {json.dumps(tid)}", f"domain = {json.dumps(dom)}",
                   f"episodes = {episodes}"]
         if options:
-            lines.append(f"options = {_toml_value(options)}")
-        lines.append(f"low = {_toml_value(_ref(low, rets))}")
-        lines.append(f"high = {_toml_value(_ref(high, rets))}")
+            lines.append(f"options = {toml_value(options)}")
+        lines.append(f"low = {toml_value(_ref(low, rets))}")
+        lines.append(f"high = {toml_value(_ref(high, rets))}")
     return "\n".join(lines) + "\n"
 
 

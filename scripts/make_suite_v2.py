@@ -80,8 +80,9 @@ def tasks(random_success: dict[str, float] | None, bot: dict[str, float] | None,
                 sys.exit(f"no random-agent success rate for {tid}: run the evaluate step of the docstring")
             t["low"] = DRAFT | {"value": -1e9} if rate is None else {
                 "value": round(rate, 4), "measured": True,
-                "source": "random agent: success rate over 100 episodes on the suite's seeds, measured here "
-                          "with python -m polar_bench evaluate examples/random_agent.py --runs 10 (scripts/make_suite_v2.py)"}
+                "source": "random agent: success rate over 100 episodes on the suite's seeds, measured here with "
+                          "python -m polar_bench evaluate examples/random_agent.py --runs 10 "
+                          "(scripts/make_suite_v2.py)"}
             t["high"] = dict(SUCCESS_HIGH)
         elif tid in STRONG_TASKS:
             ref = None if draft else (strong or {}).get(tid)
@@ -139,10 +140,10 @@ def render(task_tables: list[dict[str, Any]], draft: bool) -> str:
         if t.get("metric"):
             lines.append(f"metric = {json.dumps(t['metric'])}")
         if t.get("options"):
-            lines.append(f"options = {v1._toml_value(t['options'])}")
+            lines.append(f"options = {v1.toml_value(t['options'])}")
         for side in ("low", "high"):
-            ref = t[side]
-            lines.append(f"{side} = {v1._toml_value({'value': ref['value'], 'source': ref['source'], 'measured': ref['measured']})}")
+            ref = {k: t[side][k] for k in ("value", "source", "measured")}
+            lines.append(f"{side} = {v1.toml_value(ref)}")
     return "\n".join(lines) + "\n"
 
 
