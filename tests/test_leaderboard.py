@@ -243,3 +243,34 @@ def test_verification_display_a_failure_stays_and_not_verifiable_is_shown():
     got = verification([passed, unverifiable], 38)
     assert (got.status, got.text) == ("not_verifiable", "not verifiable")
     assert got.detail == "checkpoints/x/run0.pt is missing"
+
+
+def test_atari100k_domain_page_lists_the_published_runs_unranked(tmp_path):
+    from types import SimpleNamespace
+
+    from test_scoring_commands import _atari_results
+
+    from polar_bench import analysis
+    from polar_bench.leaderboard import site
+    from polar_bench.leaderboard.ranking import Board, Row
+
+    data = _atari_results("mine", 0.25)
+    agent = analysis.agent_scores(data)
+    options = RankingOptions(reps=2000, poi_reps=200)
+    entry = SimpleNamespace(id="mine-1")  # the domain page links each entry to its page
+    row = Row(entry=entry, agent=agent, info={}, scopes=analysis.aggregate(agent, ["iqm"], reps=2000), rank=1)
+    board = Board(suite={"name": "v2", "version": "2.0.0"}, domains=["atari100k"], rows=[row], options=options)
+    table = site.published_table(board, "atari100k")
+    assert table is not None
+    assert [r[0] for r in table.rows][:2] == ["SPR (published, not re-run)", "DrQ(ε) (published, not re-run)"]
+    assert len(table.rows) == 7 and table.rows[0][1] == 100
+    assert round(table.rows[0][2].point, 3) == 0.337  # SPR's IQM, as Agarwal et al. 2021 publish it
+    assert "nobody re-ran these agents here" in " ".join(table.notes)
+    page = site._domain_page_html((board,), board, "atari100k", {})
+    assert "<h2>Published, not re-run</h2>" in page and "SPR (published, not re-run)</td>" in page
+
+    data["suite"]["tasks"][0]["high"] += 1.0  # other references: the published runs would not be comparable
+    other = analysis.agent_scores(data)
+    board.rows[0] = Row(entry=entry, agent=other, info={}, scopes=row.scopes, rank=1)
+    assert site.published_table(board, "atari100k") is None
+    assert site.published_table(board, "classic") is None

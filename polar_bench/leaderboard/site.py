@@ -99,6 +99,34 @@ def domain_table(board: Board, domain: str) -> tuple[Table, list[Row]]:
     return table, rows
 
 
+def published_table(board: Board, domain: str) -> Table | None:
+    """The per-run scores a paper published on ``domain`` (`analysis.published_agents`), as a reference
+    table under the domain's ranking: labelled "published, not re-run", never ranked with the entries.
+    None unless the domain is atari100k and the board's tasks and references are exactly the published
+    table's (so the normalization is the same)."""
+    if domain != "atari100k" or not board.rows:
+        return None
+    tasks = board.rows[0].agent.domain_tasks(domain)
+    agents = analysis.published_agents("atari100k", domain)
+    if [(t.task_id, t.low, t.high) for t in tasks] != [(t.task_id, t.low, t.high) for t in agents[0].tasks]:
+        return None
+    o = board.options
+    cells: list[list[Any]] = []
+    for a in agents:
+        scope = analysis.aggregate(a, ["iqm"], reps=o.reps, seed=o.seed, confidence=o.confidence,
+                                   method=o.method)[0]
+        per_task = {t["task"]: t for t in analysis.task_rows(a)}
+        cells.append([a.label, a.runs, Value.of(scope.estimates.get("iqm")),
+                      *(Value(per_task[t.task_id]["mean"], sd=per_task[t.task_id]["sd"]) for t in tasks)])
+    return Table(f"{board.name}-{domain}-published", f"Domain {domain}: {analysis.PUBLISHED_NOTE}",
+                 ["Agent", "Runs", f"{domain} IQM", *(t.task_id for t in tasks)], cells,
+                 notes=[report.interval_note(o.confidence, o.reps, method=o.method),
+                        "Per-run scores published with Agarwal et al. 2021 (polar_bench/data/atari100k), "
+                        "normalized with the same random and human scores as this domain; nobody re-ran these "
+                        "agents here, so they are shown for reference and not ranked. Where their protocol may "
+                        "differ from ours: docs/families/atari.md."], digits=o.digits)
+
+
 # ---------------------------------------------------------------------------------------------------
 # HTML: Jinja2 templates (templates/) with autoescaping on, fed plain data (never HTML strings)
 
@@ -226,8 +254,12 @@ def _domain_page_html(boards: Sequence[Board], board: Board, domain: str, plots:
     shown = [_DomainRow(r, rank, verdict == "tied") for r, rank, verdict, _ in ranking]
     ranks = [_rank(rank, verdict, p, board.options.confidence) for _, rank, verdict, p in ranking]
     keys = {len(table.columns) - 1: [r.budget.get(domain, 0) for r in rows]}
+    published = published_table(board, domain)
+    plain = None if published is None else {
+        "caption": published.title, "columns": published.columns, "notes": list(published.notes),
+        "rows": [[published.plain(v) for v in r] for r in published.rows]}
     return _render("domain.html", f"Domain {domain}", _nav(boards, _domain_page(board, domain)),
-                   suite=f"{board.suite.get('name')} {board.suite.get('version')}", domain=domain,
+                   suite=f"{board.suite.get('name')} {board.suite.get('version')}", domain=domain, published=plain,
                    table=_sortable(table, shown, kinds, f"{board.name}-{report.slug(domain)}", ranks, keys),
                    figures_=_figures(plots, f"{board.name}-{domain}"))
 
