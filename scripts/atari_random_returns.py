@@ -27,24 +27,17 @@ from importlib import resources
 import numpy as np
 
 import polar_bench
+from polar_bench.harness.rollout import random_episode
 
 
 def random_returns(game: str, episodes: int, max_steps: int | None) -> tuple[list[float], list[int]]:
     """Returns and lengths of ``episodes`` random episodes on seeds 0, 1, ..."""
     options = {} if max_steps is None else {"max_episode_steps": max_steps}
     harness = polar_bench.make(f"atari/{game}", **options)
-    n = int(harness.action_space.n)
     returns, lengths = [], []
     try:
         for seed in range(episodes):
-            rng = np.random.default_rng([seed, 0])
-            harness.reset(seed=seed)
-            total, steps, done = 0.0, 0, False
-            while not done:
-                _, reward, terminated, truncated, _ = harness.step(int(rng.integers(n)))
-                total += reward
-                steps += 1
-                done = terminated or truncated
+            total, steps = random_episode(harness, seed, np.random.default_rng([seed, 0]))
             returns.append(total)
             lengths.append(steps)
     finally:

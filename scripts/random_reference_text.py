@@ -20,21 +20,14 @@ from pathlib import Path
 import numpy as np
 
 import polar_bench
+from polar_bench.harness.rollout import random_episode
 
 
 def run_task(task_id: str, episodes: int) -> dict:
     harness = polar_bench.make(task_id)
     returns, lengths = [], []
-    n = harness.action_space.n
     for seed in range(episodes):
-        rng = np.random.default_rng(seed)
-        harness.reset(seed=seed)
-        total, steps, done = 0.0, 0, False
-        while not done:
-            _, r, term, trunc, _ = harness.step(int(rng.integers(n)))
-            total += r
-            steps += 1
-            done = term or trunc
+        total, steps = random_episode(harness, seed, np.random.default_rng(seed))
         returns.append(total)
         lengths.append(steps)
     harness.close()
