@@ -15,12 +15,18 @@ what the player faces, its status and its inventory.
 
 Seeding: Crafter seeds each world from ``hash((env seed, episode number))``; the harness sets the env
 seed to the episode seed and the episode number to 0 before each reset, so ``reset(seed=s)`` always
-builds the same world (integer hashes do not depend on ``PYTHONHASHSEED``). Episodes end when health
+builds the same world (integer hashes do not depend on ``PYTHONHASHSEED``). Crafter keeps the
+creatures of each map chunk in a Python ``set`` and picks the one to despawn by its index in that
+set's iteration order, which follows memory addresses: the same seed and actions then gave episodes
+of different lengths (random play, crafter/NoReward seed 3: 366 and 158 steps in one process). The
+harness replaces those sets with insertion-ordered ones (`_OrderedSet`), so ``reset(seed=s)`` fully
+determines the episode. Episodes end when health
 reaches 0 (terminated) or after ``max_episode_steps`` (default 10,000, Crafter's own; truncated).
 """
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable
 from typing import Any
 
@@ -83,6 +89,7 @@ class CrafterHarness(Harness):
 
         steps = 10_000 if max_episode_steps is None else int(max_episode_steps)
         self._env = crafter.Env(reward=name == "Reward", length=steps, seed=0)
+        _order_chunks(self._env._world)  # noqa: SLF001 - see the module docstring, "Seeding"
         self._actions = list(constants.actions)
         self._achievements = list(constants.achievements)
         self._item_max = {k: v["max"] for k, v in constants.items.items()}
@@ -140,6 +147,42 @@ class CrafterHarness(Harness):
 
     def _render_text(self, observation: Any) -> str:
         return render_text(self._env, self._item_max)
+
+
+class _OrderedSet:
+    """The part of ``set`` that crafter's ``World`` uses for its chunks (add, remove, iteration, len,
+    membership), iterating in insertion order instead of by memory address."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        self._items: dict[Any, None] = {}
+
+    def add(self, item: Any) -> None:
+        self._items[item] = None
+
+    def remove(self, item: Any) -> None:
+        del self._items[item]
+
+    def __iter__(self):
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, item: Any) -> bool:
+        return item in self._items
+
+
+def _order_chunks(world: Any) -> None:
+    """Make every later ``world.reset`` build its chunk table from `_OrderedSet`s."""
+    native_reset = world.reset
+
+    def reset(seed: int | None = None) -> None:
+        native_reset(seed=seed)
+        world._chunks = collections.defaultdict(_OrderedSet)  # noqa: SLF001
+
+    world.reset = reset
 
 
 def render_text(env: Any, item_max: dict[str, int] | None = None) -> str:
