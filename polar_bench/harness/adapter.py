@@ -40,7 +40,7 @@ class GymnasiumAdapter(Harness):
         observation_names: the names of a 1-D Box observation's entries (default ``obs[i]``), or of
             the values of a Discrete observation; optional descriptions with `Component` objects.
         action_names: the names of the discrete actions (default ``action i``), or of the entries of
-            a Box action.
+            a Box action; the same for every task, or a dict task name -> names.
         reward_range: per-step (min, max); default unbounded.
         max_episode_steps: the step limit (default 1000).
         package: the distribution behind the environments (its installed version is recorded).
@@ -50,7 +50,7 @@ class GymnasiumAdapter(Harness):
     description: ClassVar[str | Mapping[str, str]] = ""
     domain: ClassVar[str] = ""
     observation_names: ClassVar[tuple[str | Component, ...]] = ()
-    action_names: ClassVar[tuple[str | Component, ...]] = ()
+    action_names: ClassVar[tuple[str | Component, ...] | Mapping[str, tuple[str | Component, ...]]] = ()
     reward_range: ClassVar[tuple[float, float]] = (-math.inf, math.inf)
     max_episode_steps: ClassVar[int] = 1000
     package: ClassVar[str] = ""
@@ -67,13 +67,14 @@ class GymnasiumAdapter(Harness):
             raise ValueError(f"{task_id}: unknown task; known: {', '.join(cls.tasks)}")
         self._env = cls.tasks[name]()
         native_obs, native_act = self._env.observation_space, self._env.action_space
+        action_names = cls.action_names.get(name, ()) if isinstance(cls.action_names, Mapping) else cls.action_names
         action_space: spaces.Space
         if isinstance(native_act, spaces.Discrete):
             action_space = native_act
-            actions = _components(cls.action_names, int(native_act.n), "action {}")
+            actions = _components(action_names, int(native_act.n), "action {}")
         elif isinstance(native_act, spaces.Box):
             action_space = spaces.Box(-1.0, 1.0, shape=native_act.shape, dtype=np.float32)
-            named = _components(cls.action_names, int(np.prod(native_act.shape)), "action[{}]")
+            named = _components(action_names, int(np.prod(native_act.shape)), "action[{}]")
             actions = tuple(Component(c.name, c.description, c.unit, float(lo), float(hi)) for c, lo, hi in
                             zip(named, native_act.low.flat, native_act.high.flat, strict=True))
         else:
