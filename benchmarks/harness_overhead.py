@@ -21,6 +21,8 @@ and through the native API a user would otherwise call, resetting whenever an ep
     textworld textworld/Custom-Small  textworld.start(game), stepping the admissible command the
                                  action indexes (games pre-generated for seeds 0-99, outside the timing)
     mujoco   mujoco/Hopper-v5    gymnasium.make("Hopper-v5")
+    bullet   bullet/HalfCheetah  pybullet_envs' HalfCheetahBulletEnv() (its own 4-tuple API, one physics
+                                 client for all episodes, seeded per episode with env.seed)
 
 Continuous actions reach the harness in [-1, 1] (float32) and the native env already rescaled to its
 bounds, as an agent of each would send them. Procgen's native env restarts levels by itself, so
@@ -156,6 +158,24 @@ def _crafter_stepper(env):
     return reset, step
 
 
+def _bullet_stepper(env):
+    # pybullet_envs' own API (old Gym, 4-tuple), its physics client reused across episodes, as a user of
+    # pybullet_envs runs it; the harness builds a client per episode (docs/families/bullet.md).
+    from polar_bench.harness.bullet import quiet_stdout
+
+    e_step = env.step
+
+    def reset(seed):
+        env.seed(seed)
+        with quiet_stdout():
+            return env.reset()
+
+    def step(a):
+        return e_step(a)[2]
+
+    return reset, step
+
+
 def _textworld_stepper(games, limit: int = 100):
     # TextWorld's own API: a user who wants discrete actions picks from the admissible commands, as
     # the harness does; episode seed s plays the game generated from s (pre-generated, as the harness
@@ -260,6 +280,16 @@ def _crafter():
     return build
 
 
+def _bullet(cls: str):
+    def build():
+        from polar_bench.harness.bullet import locomotion_module, quiet_stdout
+
+        with quiet_stdout((1, 2)):
+            env = getattr(locomotion_module(), cls)()
+        return _Closer(env.close), lambda _: _bullet_stepper(env)
+    return build
+
+
 def _textworld(task: str, games: int = 100):
     def build():
         from polar_bench.harness.textworld import game_file
@@ -291,6 +321,7 @@ CASES = [
     Case("textworld", "textworld/Custom-Small", _textworld("Custom-Small"),
          "textworld.start(game).step(admissible command)"),
     Case("mujoco", "mujoco/Hopper-v5", _gymnasium("Hopper-v5"), 'gymnasium.make("Hopper-v5")'),
+    Case("bullet", "bullet/HalfCheetah", _bullet("HalfCheetahBulletEnv"), "HalfCheetahBulletEnv()"),
 ]
 
 

@@ -11,28 +11,15 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from gymnasium import spaces
-
 import polar_bench
 from polar_bench.harness import task_names
+from polar_bench.harness.rollout import random_episode
 
 
 def random_returns(task_id: str, episodes: int) -> list[float]:
     harness = polar_bench.make(task_id)
-    rng = np.random.default_rng(0)
-    returns = []
-    for seed in range(episodes):
-        harness.reset(seed=seed)
-        total, done = 0.0, False
-        while not done:
-            if isinstance(harness.action_space, spaces.Discrete):
-                action = int(rng.integers(harness.action_space.n))
-            else:
-                action = rng.uniform(-1.0, 1.0, harness.action_space.shape).astype(np.float32)
-            _, reward, terminated, truncated, _ = harness.step(action)
-            total += float(reward)
-            done = terminated or truncated
-        returns.append(total)
+    rng = np.random.default_rng(0)  # one generator for all the episodes, as the recorded tables used
+    returns = [random_episode(harness, seed, rng)[0] for seed in range(episodes)]
     harness.close()
     return returns
 

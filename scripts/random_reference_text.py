@@ -1,6 +1,6 @@
-"""Random-agent reference returns of the minihack/, crafter/ and textworld/ tasks (not in a suite yet).
+"""Random-agent reference returns of the tasks of families not in a suite yet (minihack, crafter, textworld, bullet).
 
-For every task: episodes with seeds 0..N-1, each action drawn uniformly from the task's discrete
+For every task: episodes with seeds 0..N-1, each action drawn uniformly from the task's (discrete or [-1, 1] continuous)
 action space by ``numpy.random.default_rng(seed)``, the task's default step limit. Writes the mean,
 standard deviation, min and max of the returns (and the mean length) to a JSON file, which
 docs/families/<family>.md tabulates.
