@@ -50,3 +50,58 @@ def test_an_agent_from_the_wild_is_recorded_token_by_token(agent, tmp_path, caps
         assert [x["step"] for x in lines[:-1]] == list(range(6))
         assert all(x["model"] == "smollm2" and x["completion"] is not None for x in lines[:-1])
         assert lines[-1]["type"] == "episode" and lines[-1]["return"] == ep["return"]
+
+
+POLAR_LLM_AGENT = '''
+from polar_bench.llm import Choices, make_client
+
+AGENT_INFO = {"name": "polar-llm-agent", "llm": "make_client()"}
+MOVES = ["left", "right", "forward"]
+
+
+class Agent:
+    wants_text = True
+
+    def __init__(self, task, run):
+        self.llm = make_client()
+
+    def reset(self, seed):
+        self.llm.reset(seed)
+        self.step = 0
+
+    def act(self, observation, info):
+        out = self.llm.complete([{"role": "user", "content": info["text"][:80] + " Which move?"}],
+                                constraint=Choices(MOVES, fallback="forward"), seed=self.llm.seed_for(self.step))
+        self.step += 1
+        return MOVES.index(out.value)
+
+    def episode_info(self):
+        usage = self.llm.episode_info()["llm"]
+        return {"client_usage": usage, "client_backend": self.llm.identity["backend"]}
+
+
+def make_agent(task, run):
+    return Agent(task, run)
+'''
+
+
+def test_the_polar_bench_llm_client_goes_through_the_proxy(tmp_path, capsys):
+    """Inside an agent that evaluate runs behind its proxy, make_client() is the proxy backend (with
+    grammars: the embedded upstream takes them), so its calls are recorded on the one path."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(POLAR_LLM_AGENT)
+    out = tmp_path / "r.json"
+    code = main(["evaluate", str(agent), "--suite", str(SUITE), "--tasks", "babyai/*", "--workers", "1",
+                 "--no-progress", "--out", str(out)])
+    err = capsys.readouterr().err
+    data = read_results(out).data
+    if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
+        pytest.skip("no network namespace on this machine")
+    assert code == 0, [e.get("error") for e in data["episodes"]] or err
+    (ep,) = data["episodes"]
+    llm, client = ep["llm"], ep["client_usage"]
+    assert ep["client_backend"] == "proxy" and llm["source"] == "proxy"
+    assert (llm["calls"], llm["prompt_tokens"], llm["completion_tokens"]) == \
+        (client["calls"], client["prompt_tokens"], client["completion_tokens"])
+    assert client["invalid"] == 0 and client["fallbacks"] == 0  # the grammar reached llama.cpp
+    assert llm["calls"] == ep["length"] == 6

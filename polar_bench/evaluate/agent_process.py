@@ -122,11 +122,15 @@ def _as_list(actions, n: int) -> list:
 
 
 def enter_slot(bases: dict, slot) -> None:
-    """Point the OpenAI environment variables at the LLM proxy address of ``slot`` (its own token), if
-    it has one, before its agent runs: clients made or called now reach the proxy as this slot."""
-    base = bases.get(slot)
-    if base is not None:
-        os.environ["OPENAI_BASE_URL"] = os.environ["OPENAI_API_BASE"] = base
+    """Point the OpenAI environment variables (and ``POLAR_BENCH_LLM_PROXY``, which `polar_bench.llm`
+    clients follow) at the LLM proxy address of ``slot`` (its own token), if it has one, before its
+    agent runs: clients made or called now reach the proxy as this slot. ``bases``: slot -> (address,
+    whether the upstream takes llama.cpp grammars)."""
+    entry = bases.get(slot)
+    if entry is not None:
+        base, grammar = entry
+        os.environ["OPENAI_BASE_URL"] = os.environ["OPENAI_API_BASE"] = os.environ["POLAR_BENCH_LLM_PROXY"] = base
+        os.environ["POLAR_BENCH_LLM_PROXY_GRAMMAR"] = "1" if grammar else "0"
         os.environ.setdefault("OPENAI_API_KEY", "polar_bench-proxy")
 
 
@@ -185,7 +189,7 @@ class _Server:
         self.path = path
         self.pipe = pipe
         self.agents: dict = {}
-        self.bases: dict = {}  # slot -> its LLM proxy address
+        self.bases: dict = {}  # slot -> (its LLM proxy address, grammar), see enter_slot
         self.task_info = TaskInfo
 
     def make(self, req: dict):
@@ -194,7 +198,7 @@ class _Server:
 
         task = self.task_info.from_json(req["task"])
         if req.get("llm_base"):
-            self.bases[req["slot"]] = str(req["llm_base"])
+            self.bases[req["slot"]] = (str(req["llm_base"]), bool(req.get("llm_grammar")))
         enter_slot(self.bases, req["slot"])
         try:
             agent = build_agent(self.module, task, int(req["run"]), self.path)

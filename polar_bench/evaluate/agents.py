@@ -137,7 +137,7 @@ class InProcessAgents:
         self.module: Any = None  # the agent module, imported at the first make()
         self.agents: dict[int, Any] = {}
         self.proxy = proxy
-        self.bases: dict[int, str] = {}  # slot -> its LLM proxy address
+        self.bases: dict[int, tuple[str, bool]] = {}  # slot -> its LLM proxy address, grammar (enter_slot)
         self._proxy_port = int(proxy.serve().server_address[1]) if proxy is not None else None
         self.layers: dict[str, str] = {"process": "none: the agent runs inside the evaluation worker"}
         self.generation = 0
@@ -152,7 +152,7 @@ class InProcessAgents:
         token = None
         if self.proxy is not None:
             token = self.proxy.new_token()
-            self.bases[self._next] = f"http://127.0.0.1:{self._proxy_port}/a/{token}/v1"
+            self.bases[self._next] = (f"http://127.0.0.1:{self._proxy_port}/a/{token}/v1", self.proxy.grammar)
         enter_slot(self.bases, self._next)
         agent = build_agent(self.module, task, run, self.agent_path)
         self.agents[self._next] = agent
@@ -543,7 +543,8 @@ class IsolatedAgents:
         token = self.proxy.new_token() if self.proxy is not None else None
         base = f"http://127.0.0.1:{PROXY_PORT}/a/{token}/v1" if token is not None else None
         try:
-            reply = self._call(b"M", {"slot": self._next, "task": task.to_json(), "run": int(run), "llm_base": base},
+            reply = self._call(b"M", {"slot": self._next, "task": task.to_json(), "run": int(run), "llm_base": base,
+                                      "llm_grammar": self.proxy is not None and self.proxy.grammar},
                                self.start_timeout, "building the agent (make_agent)")
         except AgentGone as gone:
             raise AgentLoadError(f"make_agent({task.id!r}, run={run}) in {self.agent_path}: {gone.message}") from None

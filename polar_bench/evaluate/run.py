@@ -91,7 +91,7 @@ def _drive_with_upstream(cfg: EvalConfig, todo: deque, options: dict, record, on
     from ..llm.server import EmbeddedServer
 
     with EmbeddedServer() as url:
-        served = dataclasses.replace(cfg, llm_upstream=url)
+        served = dataclasses.replace(cfg, llm_upstream=url, llm_grammar=True)
         try:
             return _drive(served, todo, options, record, on_reply)
         finally:

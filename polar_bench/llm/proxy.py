@@ -112,10 +112,11 @@ class _HTTPError(Exception):
 
 class LLMProxy:
     """One worker's proxy. ``upstream``: the base URL of an OpenAI-compatible server (``.../v1``).
-    ``trace``: keep each call's trajectory line in its `EpisodeCalls`."""
+    ``trace``: keep each call's trajectory line in its `EpisodeCalls`. ``grammar``: the upstream takes
+    llama.cpp's ``grammar`` field (``polar_bench.llm`` clients in the agent are told so)."""
 
     def __init__(self, upstream: str, *, budget: LLMBudget | None = None, trace: bool = False,
-                 cache: bool = True, timeout: float = UPSTREAM_TIMEOUT_S):
+                 cache: bool = True, timeout: float = UPSTREAM_TIMEOUT_S, grammar: bool = False):
         parts = urlsplit(upstream)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"LLM upstream {upstream!r} is not an http(s) URL; give one such as "
@@ -125,6 +126,7 @@ class LLMProxy:
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._prefix = parts.path.rstrip("/")
         self.budget = budget or LLMBudget()
+        self.grammar = grammar  # the upstream takes llama.cpp's "grammar" field (told to polar_bench.llm clients)
         self.trace = trace
         self.timeout = timeout
         self._cache: OrderedDict[str, tuple[dict, int, int]] | None = OrderedDict() if cache else None
