@@ -276,3 +276,28 @@ def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(tmp_path, ca
     assert len(samples) == sum(e["llm"]["calls"] for e in data["episodes"])
     messages, completion, ret, step = samples[0]
     assert messages[0]["role"] == "user" and completion.startswith("words") and ret == data["episodes"][0]["return"]
+
+
+def test_the_episode_record_takes_the_proxy_count_over_the_agents_claim(upstream, tmp_path):
+    from polar_bench.evaluate.episodes import EpisodeRunner
+    from polar_bench.llm.proxy import EpisodeCalls
+
+    runner = EpisodeRunner("agent.py", {}, None, None, in_process=True,
+                           llm_proxy={"upstream": upstream, "trajectories": str(tmp_path)})
+    try:
+        base = {"task": "t/x", "run": 0, "index": 0, "seed": 1, "return": 1.0, "length": 2, "status": "ok",
+                "error": None, "digest": "sha256:" + "0" * 64}
+        claim = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "source": "proxy"}
+        rec = {**base, "llm": claim}
+        runner._llm_record(rec, EpisodeCalls("t/x", 0, 0, 1))  # the proxy saw no call: the claim stays, marked
+        assert rec["llm"] == {**claim, "source": "agent"}
+        rec = {**base, "llm": claim}
+        runner._llm_record(rec, EpisodeCalls("t/x", 0, 0, 1, calls=2, prompt_tokens=30, completion_tokens=4))
+        assert rec["llm"]["calls"] == 2 and rec["llm"]["source"] == "proxy" and rec["status"] == "ok"
+        rec = dict(base)
+        runner._llm_record(rec, EpisodeCalls("t/x", 0, 0, 1, calls=3, exceeded="LLM budget exceeded: 3 calls"))
+        assert rec["status"] == "agent_error" and rec["error"].startswith("LLM budget exceeded") and "digest" not in rec
+        end = json.loads((tmp_path / "t__x" / "run0-ep0.jsonl").read_text().splitlines()[-1])
+        assert end["status"] == "agent_error" and end["llm"]["calls"] == 3
+    finally:
+        runner.close()

@@ -436,8 +436,10 @@ class EpisodeRunner:
         """Put the proxy's count of the episode's LLM calls in its record (over the agent's own, unless
         the proxy saw no call and the agent reports an LLM of its own), end an episode that went over
         its LLM budget with agent_error, and write its trajectory file."""
-        if calls.calls or "llm" not in rec:
+        if calls.calls or not isinstance(rec.get("llm"), dict):
             rec["llm"] = calls.usage()
+        else:  # the agent's own count (an LLM in its process): say so, whatever it claimed
+            rec["llm"] = {**rec["llm"], "source": "agent"}
         if calls.exceeded and rec["status"] == "ok":
             rec["status"], rec["error"] = "agent_error", calls.exceeded
             rec.pop("digest", None)
