@@ -230,7 +230,8 @@ OPENAI_AGENT = '''
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent process layers are Linux's")
-def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(tmp_path, capsys, upstream):
+@pytest.mark.parametrize("mode", ["isolated", "in-process"])
+def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(mode, tmp_path, capsys, upstream):
     pytest.importorskip("openai")
     agent = tmp_path / "agent.py"
     agent.write_text(textwrap.dedent(OPENAI_AGENT))
@@ -238,10 +239,11 @@ def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(tmp_path, ca
     before = len(_Upstream.bodies)
     code = main(["evaluate", str(agent), "--suite", str(TINY), "--tasks", "gym/CartPole-v1", "--runs", "1",
                  "--episodes", "2", "--workers", "1", "--envs-per-worker", "2", "--no-progress", "--out", str(out),
-                 "--llm-upstream", upstream, "--llm-budget", "calls=5", "--trajectories", str(tmp_path / "traj")])
+                 "--llm-upstream", upstream, "--llm-budget", "calls=5", "--trajectories", str(tmp_path / "traj")]
+                + (["--in-process"] if mode == "in-process" else []))
     err = capsys.readouterr().err
     data = read_results(out).data
-    if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
+    if not data["isolation"]["layers"].get("network_namespace", "on").startswith("on"):
         pytest.skip("no network namespace on this machine")
     assert code in (0, 1), err
     sent = _Upstream.bodies[before:]
