@@ -303,3 +303,27 @@ def test_the_episode_record_takes_the_proxy_count_over_the_agents_claim(upstream
         assert end["status"] == "agent_error" and end["llm"]["calls"] == 3
     finally:
         runner.close()
+
+
+def test_a_token_serving_several_episodes_at_once_is_refused(proxy):
+    """An act_batch slot plays several lanes: a call on its token cannot be attributed to one."""
+    p, base, token = proxy
+    p.open(token, "lane0", "t/x", 0, 0, 1)
+    p.open(token, "lane1", "t/x", 0, 1, 2)
+    status, reply = _post(base + "/chat/completions", CHAT)
+    assert status == 409 and "--envs-per-worker 1" in reply["error"]["message"]
+    p.close("lane1")
+    assert _post(base + "/chat/completions", CHAT)[0] == 200
+    assert p.close("lane0").calls == 1  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--llm-upstream", "ftp://x"], "not an http(s) URL"),
+    (["--llm-budget", "calls=0"], "calls=N,tokens=M"),
+    (["--llm-upstream", "embedded", "--llm-endpoint", "http://127.0.0.1:8080/v1"], "exclude each other"),
+])
+def test_bad_proxy_flags_are_one_line_errors(flags, message, tmp_path, capsys):
+    code = main(["evaluate", str(tmp_path / "agent.py"), "--suite", str(TINY), "--out", str(tmp_path / "r.json"),
+                 *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
