@@ -327,3 +327,29 @@ def test_bad_proxy_flags_are_one_line_errors(flags, message, tmp_path, capsys):
                  *flags])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_connections_beyond_the_cap_are_closed_not_served(proxy):
+    import socket
+    import time
+
+    from polar_bench.llm.proxy import MAX_CONNECTIONS
+
+    p, base, token = proxy
+    p.open(token, "lane0", "t/x", 0, 0, 1)
+    parts = urllib.parse.urlsplit(base)
+    idle = [socket.create_connection((parts.hostname, parts.port)) for _ in range(MAX_CONNECTIONS)]
+    time.sleep(0.5)  # let the server accept them all
+    with pytest.raises((urllib.error.URLError, ConnectionError, http.client.HTTPException)):
+        _post(base + "/chat/completions", CHAT)
+    for s in idle:
+        s.close()
+    deadline = time.monotonic() + 10
+    while True:  # the idle connections' threads see EOF and give their places back
+        try:
+            assert _post(base + "/chat/completions", CHAT)[0] == 200
+            break
+        except (urllib.error.URLError, ConnectionError, http.client.HTTPException):
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+    p.close("lane0")

@@ -44,6 +44,7 @@ PROXY_PORT = 8089  # the proxy's port inside the agent's network namespace
 MAX_BODY_BYTES = 4 << 20
 UPSTREAM_TIMEOUT_S = 300.0
 CACHE_ENTRIES = 4096
+MAX_CONNECTIONS = 64  # open connections per served address; more are closed at once (a thread each)
 ENDPOINTS = ("chat/completions", "completions")
 
 
@@ -178,7 +179,7 @@ class LLMProxy:
         class Handler(_Handler):
             owner = proxy
 
-        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler, bind_and_activate=listener is None)
+        server = _BoundedServer(("127.0.0.1", 0), Handler, bind_and_activate=listener is None)
         if listener is not None:
             server.socket.close()
             server.socket = listener
@@ -339,6 +340,31 @@ def _as_events(endpoint: str, reply: dict, stream_options: Any) -> bytes:
     if isinstance(stream_options, dict) and stream_options.get("include_usage"):
         chunks.append({**base, "choices": [], "usage": reply.get("usage")})
     return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """At most `MAX_CONNECTIONS` connections served at once: a hostile agent opening thousands of
+    connections gets the extra ones closed, not a thread each in the trusted worker."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class _Handler(BaseHTTPRequestHandler):
