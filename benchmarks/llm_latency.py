@@ -20,8 +20,16 @@ and baselines/ppo/agent.py, alternating agents episode by episode in this one pr
 episodes per second of each and their ratio, with the LLM+PPO agent's decisions per episode. (The
 LLM+PPO agent loads the model through ``make_client()``: POLAR_BENCH_LLM_* variables apply.)
 
+The third table is the LLM proxy's overhead (`polar_bench.llm.proxy`, what `evaluate` puts in front
+of every agent): the embedded model served by ``llama_cpp.server`` (`polar_bench.llm.server`), and
+chat completions of ``max_tokens`` 4 sent to it directly and through a proxy on 127.0.0.1,
+alternating (each prompt is sent once, to one of the two, the assignment swapped every pair, so that
+the server's prompt cache favours neither). Overhead per call is the proxied call's latency at the
+client minus the upstream time that the proxy measured for it: what the proxy adds (parsing,
+accounting, the second HTTP hop). Its median is compared with the median direct call.
+
 Usage: python benchmarks/llm_latency.py [--decisions 50] [--threads 1] [--model PATH] [--json out.json]
-       [--episodes 5] [--tasks babyai/GoToLocal nethack/Score]
+       [--episodes 5] [--tasks babyai/GoToLocal nethack/Score] [--proxy-calls 40]
 """
 
 from __future__ import annotations
@@ -116,6 +124,59 @@ def agents_side_by_side(tasks: list[str], episodes: int) -> dict:
     return out
 
 
+def _chat(conn, path: str, i: int) -> tuple[float, dict]:
+    body = json.dumps({"model": "smollm2", "messages": prompt(i), "max_tokens": 4, "temperature": 0.0, "seed": 0})
+    t = time.perf_counter()
+    conn.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    data = json.loads(resp.read())
+    if resp.status != 200:
+        raise RuntimeError(f"HTTP {resp.status}: {data}")
+    return time.perf_counter() - t, data
+
+
+def proxy_overhead(calls: int, threads: int) -> dict:
+    """Direct and proxied chat completions to the embedded model, alternating (module docstring)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    from polar_bench.llm.proxy import LLMProxy
+    from polar_bench.llm.server import EmbeddedServer
+
+    with EmbeddedServer(n_threads=threads) as url:
+        up = urlsplit(url)
+        proxy = LLMProxy(url, trace=True, cache=False)
+        port = proxy.serve().server_address[1]
+        token = proxy.new_token()
+        proxy.open(token, "bench", "bench/task", 0, 0, 0)
+        direct_conn = http.client.HTTPConnection(up.hostname, up.port, timeout=120)
+        proxy_conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        direct: list[float] = []
+        proxied: list[float] = []
+        for i in range(-2, calls):  # two warm-up pairs
+            pair = [(direct_conn, up.path + "/chat/completions"), (proxy_conn, f"/a/{token}/v1/chat/completions")]
+            if i % 2:
+                pair.reverse()
+            for k, (conn, path) in enumerate(pair):
+                seconds, _ = _chat(conn, path, 2 * (i + 2) + k)
+                if i < 0:
+                    continue
+                if conn is direct_conn:
+                    direct.append(seconds)
+                else:
+                    proxied.append(seconds)
+        calls_made = proxy.close("bench")
+        proxy.shutdown()
+    assert calls_made is not None
+    upstream = [line["seconds"] for line in calls_made.lines[2:]]  # the two warm-up calls left out
+    overhead = [p - u for p, u in zip(proxied, upstream, strict=True)]
+    return {"calls": calls, "direct_median_ms": 1e3 * statistics.median(direct),
+            "proxied_median_ms": 1e3 * statistics.median(proxied),
+            "overhead_median_ms": 1e3 * statistics.median(overhead),
+            "overhead_p90_ms": 1e3 * sorted(overhead)[int(0.9 * (len(overhead) - 1))],
+            "overhead_share_of_direct_median": statistics.median(overhead) / statistics.median(direct)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--decisions", type=int, default=50, help="decisions per row (default 50)")
@@ -125,6 +186,8 @@ def main(argv=None) -> int:
     ap.add_argument("--episodes", type=int, default=5, help="episodes per task and agent in the agent table")
     ap.add_argument("--tasks", nargs="*", default=["babyai/GoToLocal", "nethack/Score"],
                     help="tasks of the agent table (none: skip it)")
+    ap.add_argument("--proxy-calls", type=int, default=40,
+                    help="calls each way in the LLM proxy table (default 40; 0: skip it)")
     args = ap.parse_args(argv)
 
     from polar_bench._optional import version_of
@@ -171,10 +234,18 @@ def main(argv=None) -> int:
             print(f"{task_id:24s} {r['ppo_episodes_per_s']:8.2f} {r['llm_ppo_episodes_per_s']:8.2f} "
                   f"{r['ratio']:7.3f} {r['decisions_per_episode']:13.1f} {st['ppo']:7.0f}/{st['llm_ppo']:<7.0f}")
         print("ratio: LLM+PPO episodes/s over PPO's, same seeds; steps/ep: PPO/LLM+PPO")
+    over = proxy_overhead(args.proxy_calls, args.threads) if args.proxy_calls > 0 else {}
+    if over:
+        print(f"\nLLM proxy, {over['calls']} chat completions each way (max_tokens 4), alternating:")
+        print(f"{'direct median ms':>17s} {'proxied median ms':>18s} {'overhead median ms':>19s} "
+              f"{'overhead p90 ms':>16s} {'overhead/direct':>16s}")
+        print(f"{over['direct_median_ms']:17.2f} {over['proxied_median_ms']:18.2f} {over['overhead_median_ms']:19.3f} "
+              f"{over['overhead_p90_ms']:16.3f} {over['overhead_share_of_direct_median']:16.2%}")
+        print("overhead: proxied latency at the client minus the upstream time the proxy measured for the call")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"model": ident, "threads": args.threads, "load_seconds": load_s, "hash_seconds": hash_s,
-                       "rows": rows, "cache_hit_rate": hit_rate, "agents": side}, f, indent=2)
+                       "rows": rows, "cache_hit_rate": hit_rate, "agents": side, "proxy": over}, f, indent=2)
     return 0
 
 

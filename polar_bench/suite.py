@@ -93,6 +93,9 @@ class Suite:
     hash: str
     path: str
     raw: Mapping[str, Any] = field(repr=False, default_factory=dict)
+    # the optional [llm] table: per-episode LLM budget enforced by the LLM proxy
+    # ({"calls_per_episode": N | None, "tokens_per_episode": M | None}); None: unlimited
+    llm: Mapping[str, int | None] | None = None
 
     def task(self, task_id: str) -> TaskSpec:
         for t in self.tasks:
@@ -202,6 +205,26 @@ def _reference(table: Any, where: str) -> Reference:
     return Reference(_req(table, "value", float, where), source, _req(table, "measured", bool, where))
 
 
+_LLM_KEYS = ("calls_per_episode", "tokens_per_episode")
+
+
+def _llm_budget(table: Any, path: str) -> dict[str, int | None] | None:
+    """The optional [llm] table: positive integers ``calls_per_episode`` and ``tokens_per_episode``."""
+    if table is None:
+        return None
+    if not isinstance(table, dict):
+        raise SuiteError(f"{path} [llm]: must be a table with calls_per_episode and/or tokens_per_episode")
+    unknown = set(table) - set(_LLM_KEYS)
+    if unknown:
+        raise SuiteError(f"{path} [llm]: unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(_LLM_KEYS)}")
+    for key, value in table.items():
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise SuiteError(f"{path} [llm]: {key} must be a positive integer, got {value!r}")
+    if not table:
+        raise SuiteError(f"{path} [llm]: name calls_per_episode and/or tokens_per_episode, or leave the table out")
+    return {k: table.get(k) for k in _LLM_KEYS}
+
+
 _SUITE_KEYS = {"name", "version", "released", "description", "seed", "runs", "episodes"}
 _TASK_KEYS = {"id", "domain", "episodes", "seeds", "low", "high", "options", "metric"}
 
@@ -287,4 +310,5 @@ def parse_suite(data: Mapping[str, Any], path: str = "<memory>") -> Suite:
     return Suite(
         name=name, version=version, released=str(head.get("released", "")),
         description=str(head.get("description", "")), seed=seed, runs=runs, pins=dict(pins),
-        domains=tuple(domains), tasks=tuple(tasks), hash=canonical_hash(data), path=path, raw=data)
+        domains=tuple(domains), tasks=tuple(tasks), hash=canonical_hash(data), path=path, raw=data,
+        llm=_llm_budget(data.get("llm"), path))

@@ -4,12 +4,7 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
@@ -31,7 +26,8 @@ except ImportError:
                 allow_module_level=True)
 
 from polar_bench.errors import LLMError
-from polar_bench.llm import Choices, EmbeddedBackend, LLMClient, OpenAIBackend, default_model_path
+from polar_bench.llm import Choices, EmbeddedBackend, LLMClient, OpenAIBackend
+from polar_bench.llm.server import EmbeddedServer
 
 SKILLS = ["go to the red ball", "pick up the key", "open the door", "drop the object", "explore"]
 READY_TIMEOUT_S = 90
@@ -44,39 +40,11 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    """Start llama_cpp.server on a free port, wait (bounded) until it answers, kill it afterwards."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_model_path()),
-           "--host", "127.0.0.1", "--port", str(port), "--n_threads", "1", "--n_threads_batch", "1",
-           "--n_ctx", "2048", "--model_alias", "smollm2"]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}: {log.read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(base + "/models", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server not ready after {READY_TIMEOUT_S} s: {log.read_text()[-2000:]}")
-            time.sleep(0.25)
+def server():
+    """llama_cpp.server on a free port (polar_bench.llm.server, the LLM proxy's default upstream), ready
+    (bounded wait) and stopped afterwards."""
+    with EmbeddedServer(n_threads=1, ready_timeout=READY_TIMEOUT_S) as base:
         yield base
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
 
 
 def prompt(i: int) -> list[dict]:

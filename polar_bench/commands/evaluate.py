@@ -48,6 +48,18 @@ def register(sub) -> None:
                    help="an LLM endpoint the agent may call (e.g. http://127.0.0.1:8080/v1): inside its network "
                         "namespace the agent reaches it at 127.0.0.1 on the same port, forwarded by the worker; "
                         "nothing else is reachable")
+    p.add_argument("--llm-upstream", metavar="URL",
+                   help="put the OpenAI-compatible LLM proxy in front of the agent and forward its calls to this "
+                        "OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1), or 'embedded' for the SmolLM2 "
+                        "served by polar_bench; the agent gets OPENAI_BASE_URL; calls are counted per episode "
+                        "(default: 'embedded' when --trajectories, --llm-budget or the suite's [llm] budget asks "
+                        "for the proxy; see docs/llm.md)")
+    p.add_argument("--llm-budget", metavar="calls=N,tokens=M",
+                   help="per-episode LLM budget enforced by the proxy (over it: HTTP 429, and the episode ends "
+                        "agent_error 'LLM budget exceeded'); replaces the suite's [llm] budget (non-standard)")
+    p.add_argument("--trajectories", metavar="DIR",
+                   help="write each episode's LLM calls, token level, with its return, as "
+                        "DIR/<family>__<name>/run<R>-ep<I>.jsonl (schema in docs/llm.md)")
     p.add_argument("--harness-plugin", action="append", default=[], metavar="FILE",
                    help="a trusted Python file imported in the evaluation workers before any harness is made, "
                         "e.g. one that registers a harness family (results marked non-standard); repeatable")
@@ -79,6 +91,23 @@ def run(args) -> int:
         endpoint = (parts.hostname, port)
     suite = load_suite(args.suite)
     tasks = suite.select(args.tasks, args.domains)
+    budget = dict(suite.llm) if suite.llm else None
+    if args.llm_budget:
+        from ..llm.proxy import parse_budget
+
+        try:
+            budget = parse_budget(args.llm_budget).to_json()
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    upstream = args.llm_upstream
+    if upstream is None and (args.trajectories or budget):
+        upstream = "embedded"
+    if upstream is not None and upstream != "embedded" and not upstream.startswith(("http://", "https://")):
+        raise UserError(f"--llm-upstream {upstream!r} is not an http(s) URL; give one such as "
+                        f"http://127.0.0.1:8080/v1, or 'embedded'")
+    if upstream is not None and args.llm_endpoint:
+        raise UserError("--llm-endpoint and the LLM proxy exclude each other: the proxy forwards to --llm-upstream; "
+                        "pass --llm-upstream URL instead of --llm-endpoint")
     cfg = EvalConfig(
         suite=suite, agent_path=args.agent, out=args.out, tasks=tasks,
         runs=args.runs or suite.runs, episodes_override=args.episodes,
@@ -88,6 +117,8 @@ def run(args) -> int:
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
         in_process=args.in_process, agent_memory_mb=args.agent_memory, agent_network=args.agent_network,
         llm_endpoint=endpoint,
+        llm_upstream=upstream, llm_budget=budget, trajectories=args.trajectories,
+        standard=not args.llm_budget,
         harness_plugins=tuple(args.harness_plugin),
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
     )

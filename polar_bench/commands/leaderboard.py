@@ -49,6 +49,10 @@ def register(sub) -> None:
     p.add_argument("--no-rebuild", action="store_true",
                    help="do not rebuild missing artifacts (artifacts.json); stop instead")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
+    p.add_argument("--llm-upstream", metavar="URL",
+                   help="the OpenAI-compatible upstream behind the LLM proxy for the re-run (default: 'embedded', "
+                        "the SmolLM2 served by polar_bench); the proxy runs when the results used it or the "
+                        "suite has an [llm] budget")
     p.add_argument("--leaderboard", default="leaderboard", metavar="DIR",
                    help="the leaderboard folder whose entry records the outcome (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="plain progress lines instead of a bar")
@@ -144,7 +148,7 @@ def verify_command(args) -> int:
     record, entry = verify(args.results, args.agent, args.sample, seed=args.seed, leaderboard=args.leaderboard,
                            tolerance=args.tolerance, tasks=args.tasks, workers=args.workers,
                            progress=False if args.no_progress else None, allow_weaker=args.allow_weaker,
-                           rebuild=not args.no_rebuild)
+                           rebuild=not args.no_rebuild, llm_upstream=args.llm_upstream)
     how = "" if record["mode"] == "exact" else f" within {record['tolerance']} (normalized score)"
     for row in record["episodes"]:
         if not row["match"]:

@@ -121,11 +121,26 @@ def _as_list(actions, n: int) -> list:
     return actions
 
 
-def reset_all(agents: dict, slots: list, seeds: list) -> list[str | None]:
-    """``reset(seed)`` of the agent in each slot; the error text of each that raised, else None."""
+def enter_slot(bases: dict, slot) -> None:
+    """Point the OpenAI environment variables (and ``POLAR_BENCH_LLM_PROXY``, which `polar_bench.llm`
+    clients follow) at the LLM proxy address of ``slot`` (its own token), if it has one, before its
+    agent runs: clients made or called now reach the proxy as this slot. ``bases``: slot -> (address,
+    whether the upstream takes llama.cpp grammars)."""
+    entry = bases.get(slot)
+    if entry is not None:
+        base, grammar = entry
+        os.environ["OPENAI_BASE_URL"] = os.environ["OPENAI_API_BASE"] = os.environ["POLAR_BENCH_LLM_PROXY"] = base
+        os.environ["POLAR_BENCH_LLM_PROXY_GRAMMAR"] = "1" if grammar else "0"
+        os.environ.setdefault("OPENAI_API_KEY", "polar_bench-proxy")
+
+
+def reset_all(agents: dict, slots: list, seeds: list, bases: dict | None = None) -> list[str | None]:
+    """``reset(seed)`` of the agent in each slot; the error text of each that raised, else None.
+    ``bases``: slot -> its LLM proxy address (`enter_slot`)."""
     errors: list[str | None] = []
     for slot, seed in zip(slots, seeds, strict=True):
         agent = agents[slot]
+        enter_slot(bases or {}, slot)
         try:
             if hasattr(agent, "reset"):
                 agent.reset(seed)
@@ -135,7 +150,8 @@ def reset_all(agents: dict, slots: list, seeds: list) -> list[str | None]:
     return errors
 
 
-def act_all(agents: dict, slots: list, observations: list, infos: list) -> tuple[list, list[str | None]]:
+def act_all(agents: dict, slots: list, observations: list, infos: list,
+            bases: dict | None = None) -> tuple[list, list[str | None]]:
     """The actions for entries ``(slot, observation, info)``: one ``act_batch`` call per slot whose
     agent has it, one ``act`` per entry otherwise; the error text of each entry whose call raised.
     The agent process and ``evaluate --in-process`` both act through this."""
@@ -146,6 +162,7 @@ def act_all(agents: dict, slots: list, observations: list, infos: list) -> tuple
         groups.setdefault(slot, []).append(i)
     for slot, idx in groups.items():
         agent = agents[slot]
+        enter_slot(bases or {}, slot)
         batch = getattr(agent, "act_batch", None)
         if callable(batch):
             try:
@@ -172,6 +189,7 @@ class _Server:
         self.path = path
         self.pipe = pipe
         self.agents: dict = {}
+        self.bases: dict = {}  # slot -> (its LLM proxy address, grammar), see enter_slot
         self.task_info = TaskInfo
 
     def make(self, req: dict):
@@ -179,6 +197,9 @@ class _Server:
         from polar_bench.errors import AgentLoadError
 
         task = self.task_info.from_json(req["task"])
+        if req.get("llm_base"):
+            self.bases[req["slot"]] = (str(req["llm_base"]), bool(req.get("llm_grammar")))
+        enter_slot(self.bases, req["slot"])
         try:
             agent = build_agent(self.module, task, int(req["run"]), self.path)
         except AgentLoadError as exc:
@@ -188,14 +209,15 @@ class _Server:
                       "batch": callable(getattr(agent, "act_batch", None)), "info": hasattr(agent, "episode_info")}
 
     def reset(self, req: dict):
-        return b"O", {"errors": reset_all(self.agents, req["slots"], req["seeds"])}
+        return b"O", {"errors": reset_all(self.agents, req["slots"], req["seeds"], self.bases)}
 
     def act(self, req: dict):
-        actions, errors = act_all(self.agents, req["slots"], req["observations"], req["infos"])
+        actions, errors = act_all(self.agents, req["slots"], req["observations"], req["infos"], self.bases)
         return b"O", {"actions": actions, "errors": errors}
 
     def episode_info(self, slot):
         agent = self.agents[slot]
+        enter_slot(self.bases, slot)
         try:
             info = agent.episode_info() if hasattr(agent, "episode_info") else None
         except Exception as exc:  # noqa: BLE001
@@ -204,6 +226,8 @@ class _Server:
 
     def close(self, slot):
         agent = self.agents.pop(slot, None)
+        enter_slot(self.bases, slot)
+        self.bases.pop(slot, None)
         if agent is not None and hasattr(agent, "close"):
             try:
                 agent.close()

@@ -36,9 +36,10 @@ import numpy as np
 
 from ..agent import agent_info, build_agent, load_agent_module
 from ..errors import AgentLoadError
+from ..llm.proxy import PROXY_PORT, LLMProxy
 from ..sandbox import _wire, kill_process_group
 from ..task_info import TaskInfo
-from .agent_process import act_all, format_exception, reset_all
+from .agent_process import act_all, enter_slot, format_exception, reset_all
 from .lockdown import AGENT_UID
 
 __all__ = ["AgentGone", "Slot", "IsolatedAgents", "InProcessAgents", "probe_agent", "DEFAULT_AGENT_MEMORY_MB"]
@@ -67,6 +68,7 @@ class Slot:
     batch: bool
     generation: int  # the agent process it lives in; a restarted process invalidates its slots
     info: bool = True  # the agent has episode_info() (looked up when it was built): asked after each episode
+    llm_token: str | None = None  # its attribution token at the LLM proxy (when there is one)
 
 
 class _NotPlain(TypeError):
@@ -130,10 +132,13 @@ class InProcessAgents:
 
     mode = "in-process"
 
-    def __init__(self, agent_path: str):
+    def __init__(self, agent_path: str, proxy: LLMProxy | None = None):
         self.agent_path = agent_path
         self.module: Any = None  # the agent module, imported at the first make()
         self.agents: dict[int, Any] = {}
+        self.proxy = proxy
+        self.bases: dict[int, tuple[str, bool]] = {}  # slot -> its LLM proxy address, grammar (enter_slot)
+        self._proxy_port = int(proxy.serve().server_address[1]) if proxy is not None else None
         self.layers: dict[str, str] = {"process": "none: the agent runs inside the evaluation worker"}
         self.generation = 0
         self._next = 0
@@ -143,14 +148,20 @@ class InProcessAgents:
     def make(self, task: TaskInfo, run: int) -> Slot:
         if self.module is None:
             self.module = load_agent_module(self.agent_path)
-        agent = build_agent(self.module, task, run, self.agent_path)
         self._next += 1
+        token = None
+        if self.proxy is not None:
+            token = self.proxy.new_token()
+            self.bases[self._next] = (f"http://127.0.0.1:{self._proxy_port}/a/{token}/v1", self.proxy.grammar)
+        enter_slot(self.bases, self._next)
+        agent = build_agent(self.module, task, run, self.agent_path)
         self.agents[self._next] = agent
         return Slot(self._next, bool(getattr(agent, "wants_text", False)),
-                    callable(getattr(agent, "act_batch", None)), self.generation, hasattr(agent, "episode_info"))
+                    callable(getattr(agent, "act_batch", None)), self.generation, hasattr(agent, "episode_info"),
+                    token)
 
     def reset(self, slots: list[Slot], seeds: list[int]) -> list[str | None]:
-        return reset_all(self.agents, [s.id for s in slots], seeds)
+        return reset_all(self.agents, [s.id for s in slots], seeds, self.bases)
 
     def act(self, slots: list[Slot], observations: list, infos: list,
             timeout: float | None) -> tuple[list, list[str | None]]:
@@ -166,7 +177,7 @@ class InProcessAgents:
                 signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _act(self, slots: list[Slot], observations: list, infos: list) -> tuple[list, list[str | None]]:
-        return act_all(self.agents, [s.id for s in slots], observations, infos)
+        return act_all(self.agents, [s.id for s in slots], observations, infos, self.bases)
 
     def episode_info(self, slot: Slot) -> tuple[dict | None, str | None]:
         agent = self.agents[slot.id]
@@ -199,6 +210,8 @@ class InProcessAgents:
 
     def close(self) -> None:
         self.restart()
+        if self.proxy is not None:
+            self.proxy.shutdown()
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -281,10 +294,14 @@ class IsolatedAgents:
 
     def __init__(self, agent_path: str, *, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,
                  max_processes: int = DEFAULT_AGENT_PROCESSES, network: bool = False,
-                 llm_endpoint: tuple[str, int] | None = None, start_timeout: float = START_TIMEOUT_S):
+                 llm_endpoint: tuple[str, int] | None = None, start_timeout: float = START_TIMEOUT_S,
+                 proxy: LLMProxy | None = None):
         self.agent_path = os.path.abspath(agent_path)
-        self.llm_endpoint = llm_endpoint
+        self.proxy = proxy
+        # with a proxy, the port of the agent's namespace that the worker serves is the proxy's
+        self.llm_endpoint = ("127.0.0.1", PROXY_PORT) if proxy is not None else llm_endpoint
         self._forwarder: _Forwarder | None = None
+        self._proxy_server: Any = None
         self._channel: socket.socket | None = None
         self.memory_mb = memory_mb
         self.max_processes = max_processes
@@ -362,7 +379,11 @@ class IsolatedAgents:
                 self.kill()
                 raise AgentLoadError("the agent process did not hand over its loopback listener for the LLM "
                                      "endpoint; run without --llm-endpoint to see whether the agent starts")
-            self._forwarder = _Forwarder(socket.socket(fileno=fds[0]), self.llm_endpoint)
+            listener = socket.socket(fileno=fds[0])
+            if self.proxy is not None:
+                self._proxy_server = self.proxy.serve(listener)
+            else:
+                self._forwarder = _Forwarder(listener, self.llm_endpoint)
         info = hello.get("info")
         self.info = info if isinstance(info, dict) else {}
 
@@ -373,6 +394,9 @@ class IsolatedAgents:
         if self._forwarder is not None:
             self._forwarder.close()
             self._forwarder = None
+        if self._proxy_server is not None and self.proxy is not None:
+            self.proxy.stop(self._proxy_server)
+            self._proxy_server = None
         if self._channel is not None:
             self._channel.close()
             self._channel = None
@@ -516,8 +540,11 @@ class IsolatedAgents:
         if not self.alive():
             self.start()
         self._next += 1
+        token = self.proxy.new_token() if self.proxy is not None else None
+        base = f"http://127.0.0.1:{PROXY_PORT}/a/{token}/v1" if token is not None else None
         try:
-            reply = self._call(b"M", {"slot": self._next, "task": task.to_json(), "run": int(run)},
+            reply = self._call(b"M", {"slot": self._next, "task": task.to_json(), "run": int(run), "llm_base": base,
+                                      "llm_grammar": self.proxy is not None and self.proxy.grammar},
                                self.start_timeout, "building the agent (make_agent)")
         except AgentGone as gone:
             raise AgentLoadError(f"make_agent({task.id!r}, run={run}) in {self.agent_path}: {gone.message}") from None
@@ -526,7 +553,7 @@ class IsolatedAgents:
         if not isinstance(reply, dict):
             raise AgentLoadError("the agent process answered make_agent with junk")
         return Slot(self._next, bool(reply.get("wants_text")), bool(reply.get("batch")), self.generation,
-                    bool(reply.get("info", True)))
+                    bool(reply.get("info", True)), token)
 
     def reset(self, slots: list[Slot], seeds: list[int]) -> list[str | None]:
         reply = self._call(b"R", {"slots": [s.id for s in slots], "seeds": [int(s) for s in seeds]},

@@ -76,13 +76,17 @@ def make_runner(agent_path: str, settings: dict) -> EpisodeRunner:
     return EpisodeRunner(agent_path, settings["options"], settings["step_timeout"], settings["episode_timeout"],
                          settings["lanes"], in_process=settings["in_process"],
                          agent_memory_mb=settings["agent_memory_mb"], network=settings["network"],
-                         llm_endpoint=settings["llm_endpoint"], pipeline=settings["pipeline"])
+                         llm_endpoint=settings["llm_endpoint"], pipeline=settings["pipeline"],
+                         llm_proxy=settings.get("llm_proxy"))
 
 
 def worker_settings(cfg: EvalConfig, options: dict) -> dict:
     return {"options": options, "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
             "lanes": cfg.envs_per_worker, "in_process": cfg.in_process, "agent_memory_mb": cfg.agent_memory_mb,
             "network": cfg.agent_network, "llm_endpoint": cfg.llm_endpoint,
+            "llm_proxy": None if cfg.llm_upstream is None else {
+                "upstream": cfg.llm_upstream, "budget": cfg.llm_budget, "trajectories": cfg.trajectories,
+                "grammar": cfg.llm_grammar},
             # Overlap a worker's environment steps with its agent process's acting only where there is a
             # core for each: with every core running a worker already, two requests in flight per step
             # only halve the lanes each request carries.

@@ -17,6 +17,8 @@ checks every observation the agent acted on and every action, not only the retur
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import struct
 import time
 from collections.abc import Callable
@@ -25,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AgentLoadError, HarnessError, InvalidActionError
+from ..llm.proxy import EpisodeCalls, LLMBudget, LLMProxy
 from ..task_info import TaskInfo
 from .agents import AgentGone, InProcessAgents, IsolatedAgents, Slot
 
@@ -138,16 +141,25 @@ class EpisodeRunner:
     def __init__(self, agent_path: str, options: dict, step_timeout: float | None,
                  episode_timeout: float | None, lanes: int = 1, *, in_process: bool = False,
                  agent_memory_mb: int | None = None, network: bool = False,
-                 llm_endpoint: tuple[str, int] | None = None, pipeline: bool = True):
+                 llm_endpoint: tuple[str, int] | None = None, pipeline: bool = True,
+                 llm_proxy: dict | None = None):
+        """``llm_proxy``: ``{"upstream": URL, "budget": {...} | None, "trajectories": DIR | None}`` puts
+        an `LLMProxy` in front of the agents (see `polar_bench.llm.proxy`)."""
         self.options = options
+        self.proxy: LLMProxy | None = None
+        self.trajectories: str | None = None
+        if llm_proxy is not None:
+            self.trajectories = llm_proxy.get("trajectories")
+            self.proxy = LLMProxy(llm_proxy["upstream"], budget=LLMBudget(**(llm_proxy.get("budget") or {})),
+                                  trace=self.trajectories is not None, grammar=bool(llm_proxy.get("grammar")))
         self.step_timeout = step_timeout
         self.episode_timeout = episode_timeout
         self.lanes = [_Lane() for _ in range(max(1, lanes))]
         self.agents: InProcessAgents | IsolatedAgents
         if in_process:
-            self.agents = InProcessAgents(agent_path)
+            self.agents = InProcessAgents(agent_path, self.proxy)
         else:
-            kwargs: dict[str, Any] = {"network": network,
+            kwargs: dict[str, Any] = {"network": network, "proxy": self.proxy,
                                       "llm_endpoint": tuple(llm_endpoint) if llm_endpoint else None}
             if agent_memory_mb is not None:
                 kwargs["memory_mb"] = agent_memory_mb
@@ -229,6 +241,8 @@ class EpisodeRunner:
                     self._on_record(out[i])
                 continue
             slot = self._slot_for(lane, lane.harness.task_info, run)
+            if self.proxy is not None and slot.llm_token is not None:
+                self.proxy.open(slot.llm_token, lane, task, run, index, seed)
             lane.harness.request_text(slot.wants_text and lane.harness.task_info.has_text)
             slots[i] = slot
             active.append(i)
@@ -286,6 +300,9 @@ class EpisodeRunner:
                     out[i] = self._finish(self.lanes[i], "timeout", self._timeout_text(self.lanes[i], True))
                 groups[g] = []
                 return
+            if self.proxy is not None:
+                for i in group:
+                    self.proxy.step(self.lanes[i], self.lanes[i].length)
             request = ([slots[i] for i in group], [self.lanes[i].obs for i in group],
                        [{**self.lanes[i].info, "episode_seed": units[i][3]} if slots[i].batch
                         else self.lanes[i].info for i in group])
@@ -337,8 +354,9 @@ class EpisodeRunner:
             lane = self.lanes[i]
             lane.own += dt
             lane.agent_s += dt
-            if err is not None:
-                out[i] = self._finish(lane, "agent_error", err)
+            over = self.proxy.exceeded(lane) if self.proxy is not None else None
+            if err is not None or over is not None:
+                out[i] = self._finish(lane, "agent_error", over or err)
                 continue
             t = time.perf_counter()
             try:
@@ -402,6 +420,10 @@ class EpisodeRunner:
                                 "wall_seconds", "agent_seconds", "harness"):
                         extra.pop(key, None)  # the agent cannot overwrite what the loop measured
                     rec.update(extra)
+        if self.proxy is not None:
+            calls = self.proxy.close(lane)
+            if calls is not None:
+                self._llm_record(rec, calls)
         if rec["status"] != "ok":
             # The agent's or the harness's state may be inconsistent now: rebuild both.
             self._drop_slot(lane)
@@ -410,11 +432,48 @@ class EpisodeRunner:
             self._on_record(rec)
         return rec
 
+    def _llm_record(self, rec: dict, calls: EpisodeCalls) -> None:
+        """Put the proxy's count of the episode's LLM calls in its record (over the agent's own, unless
+        the proxy saw no call and the agent reports an LLM of its own), end an episode that went over
+        its LLM budget with agent_error, and write its trajectory file."""
+        if calls.calls or not isinstance(rec.get("llm"), dict):
+            rec["llm"] = calls.usage()
+        else:  # the agent's own count (an LLM in its process): say so, whatever it claimed
+            rec["llm"] = {**rec["llm"], "source": "agent"}
+        if calls.exceeded and rec["status"] == "ok":
+            rec["status"], rec["error"] = "agent_error", calls.exceeded
+            rec.pop("digest", None)
+        if self.trajectories is not None:
+            write_trajectory(self.trajectories, rec, calls)
+
     def close(self) -> None:
         for lane in self.lanes:
             self._drop_slot(lane)
             lane.drop_harness()
         self.agents.close()
+        if self.proxy is not None:
+            self.proxy.shutdown()
+
+
+def trajectory_path(folder: str, task: str, run: int, index: int) -> str:
+    """The trajectory file of one episode: ``FOLDER/<family>__<name>/run<R>-ep<I>.jsonl``."""
+    return os.path.join(folder, task.replace("/", "__"), f"run{run}-ep{index}.jsonl")
+
+
+def write_trajectory(folder: str, rec: dict, calls: EpisodeCalls) -> None:
+    """Write an episode's LLM calls and, last, its outcome as JSONL (docs/llm.md has the schema). The
+    file appears whole (written beside, then renamed), so a reader never sees half an episode and an
+    episode played again replaces its file."""
+    path = trajectory_path(folder, rec["task"], rec["run"], rec["index"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    end = {"type": "episode", "task": rec["task"], "run": rec["run"], "index": rec["index"], "seed": rec["seed"],
+           "return": rec["return"], "length": rec["length"], "status": rec["status"], "error": rec["error"],
+           "llm": rec.get("llm")}
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        for line in [*calls.lines, end]:
+            fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
+    os.replace(tmp, path)
 
 
 def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_timeout: float | None) -> dict:

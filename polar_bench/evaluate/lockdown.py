@@ -261,8 +261,9 @@ def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, networ
             layers["network_namespace"] = "on (no network)" + ("" if root else ", in a user namespace")
             if forward_port and forward_fd is not None:
                 _loopback_listener(forward_port, forward_fd)
-                layers["network_namespace"] = (f"on (no network but 127.0.0.1:{forward_port}, forwarded to the "
-                                               f"named LLM endpoint)" + ("" if root else ", in a user namespace"))
+                layers["network_namespace"] = (f"on (no network but 127.0.0.1:{forward_port}, served by the "
+                                               f"worker: the LLM proxy or the named LLM endpoint)"
+                                               + ("" if root else ", in a user namespace"))
         else:
             layers["network_namespace"] = f"unavailable (unshare errno {ctypes.get_errno()})"
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import platform
@@ -83,6 +84,20 @@ def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str
             ray.shutdown()
 
 
+def _drive_with_upstream(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str | None:
+    """`_drive`, with the embedded LLM served for the proxy while it runs when the upstream is "embedded"."""
+    if cfg.llm_upstream != "embedded":
+        return _drive(cfg, todo, options, record, on_reply)
+    from ..llm.server import EmbeddedServer
+
+    with EmbeddedServer() as url:
+        served = dataclasses.replace(cfg, llm_upstream=url, llm_grammar=True)
+        try:
+            return _drive(served, todo, options, record, on_reply)
+        finally:
+            cfg.replaced_workers = served.replaced_workers
+
+
 def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
     ok, 1: some episode failed). User errors raise `UserError`."""
@@ -134,7 +149,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     interrupted = False
     try:
         if todo:
-            fatal = _drive(cfg, todo, options, record, on_reply)
+            fatal = _drive_with_upstream(cfg, todo, options, record, on_reply)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -164,6 +179,9 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "agent_network": bool(cfg.agent_network),
         "llm_endpoint": f"{cfg.llm_endpoint[0]}:{cfg.llm_endpoint[1]}" if cfg.llm_endpoint else None,
     }
+    if cfg.llm_upstream is not None:
+        isolation["llm_proxy"] = {"upstream": cfg.llm_upstream, "budget": cfg.llm_budget,
+                                  "trajectories": cfg.trajectories is not None}
     if len(layers_seen) > 1:
         isolation["layers_by_worker"] = layers_seen  # workers on machines with different kernels
     data = {

@@ -144,14 +144,15 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
            leaderboard: str | Path | None = DEFAULT_DIR, tolerance: float | None = None,
            tasks: Sequence[str] | None = None, workers: int | None = None, progress: bool | None = None,
            guarantee: tuple[float, float] = DEFAULT_GUARANTEE, allow_weaker: bool = False,
-           rebuild: bool = True) -> tuple[dict, Entry | None]:
+           rebuild: bool = True, llm_upstream: str | None = None) -> tuple[dict, Entry | None]:
     """Re-run a sample of a results file's episodes with ``agent_path`` and compare (module docstring).
 
     ``sample``: the size of the uniform part (default: what ``guarantee`` needs). ``seed``: None draws
     one from the OS's entropy. Returns the verification record and the leaderboard entry it was
     recorded on (None when the results are not on the leaderboard, or ``leaderboard`` is None). A
     needed artifact that cannot be checked or rebuilt raises `ArtifactError` after a
-    ``not_verifiable`` record was appended to the entry."""
+    ``not_verifiable`` record was appended to the entry. ``llm_upstream``: the upstream of the LLM proxy
+    (default "embedded"), which runs when the results used it or the suite has an [llm] budget."""
     fraction, probability = guarantee
     if sample is not None and sample < 1:
         raise UserError(f"--sample must be at least 1; got {sample}")
@@ -215,12 +216,16 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         tolerance = 0.0 if deterministic else STOCHASTIC_TOLERANCE
     config = data.get("config", {})
     chosen_tasks = [t for t in suite.tasks if any(k[0] == t.id for k in keys)]
+    proxied = (data.get("isolation") or {}).get("llm_proxy")
+    if llm_upstream is None and (proxied or suite.llm):
+        llm_upstream = "embedded"
     with tempfile.TemporaryDirectory(prefix="polar_bench_verify_") as tmp:
         cfg = _SampleConfig(
             suite=suite, agent_path=str(agent_path), out=str(Path(tmp) / "rerun.json"), tasks=chosen_tasks,
             runs=1 + max(k[1] for k in keys), workers=max(1, min(workers or 2, len(keys))),
             step_timeout=config.get("step_timeout", 60.0), episode_timeout=config.get("episode_timeout", 1800.0),
-            progress=progress, command=f"verify {results_path} --seed {seed}", sample=keys, in_process=False)
+            progress=progress, command=f"verify {results_path} --seed {seed}", sample=keys, in_process=False,
+            llm_upstream=llm_upstream, llm_budget=dict(suite.llm) if suite.llm else None)
         rerun, _ = run_evaluation(cfg)
     by_key = {(e["task"], e["run"], e["seed"]): e for e in rerun["episodes"]}
     rows = []

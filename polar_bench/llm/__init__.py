@@ -23,8 +23,10 @@ from ..errors import LLMError, LLMTimeoutError
 from .cache import DiskCache, cache_key
 from .client import LLMClient, make_client
 from .embedded import EmbeddedBackend, default_model_path, file_sha256
-from .http import OpenAIBackend
+from .http import OpenAIBackend, ProxyBackend
+from .proxy import LLMBudget, LLMProxy
 from .recorder import USAGE_KEYS, Recorder
+from .server import EmbeddedServer
 from .types import (
     LLM,
     Backend,
@@ -42,6 +44,7 @@ from .types import (
 __all__ = [
     "LLM", "Backend", "LLMClient", "make_client", "Message", "Request", "Completion",
     "Choices", "Grammar", "Constraint", "choices_grammar", "parse_choice", "call_seed",
-    "EmbeddedBackend", "OpenAIBackend", "default_model_path", "file_sha256",
+    "EmbeddedBackend", "OpenAIBackend", "ProxyBackend", "default_model_path", "file_sha256",
+    "LLMProxy", "LLMBudget", "EmbeddedServer",
     "Recorder", "USAGE_KEYS", "DiskCache", "cache_key", "LLMError", "LLMTimeoutError",
 ]

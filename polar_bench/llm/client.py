@@ -10,8 +10,9 @@ from typing import Any
 from ..errors import UserError
 from .cache import DiskCache
 from .embedded import EmbeddedBackend
-from .http import OpenAIBackend
+from .http import PROXY_ENV, OpenAIBackend, ProxyBackend
 from .recorder import Recorder
+from .server import MODEL_ALIAS
 from .types import Backend, Choices, Completion, Constraint, Grammar, Message, Request, call_seed
 
 __all__ = ["LLMClient", "make_client"]
@@ -164,7 +165,8 @@ def make_client(backend: str | None = None, *, model: str | None = None, base_ur
     ============  ==============================  ==========================================
     argument      environment variable            default
     ============  ==============================  ==========================================
-    backend       POLAR_BENCH_LLM_BACKEND         ``embedded`` (else ``openai``)
+    backend       POLAR_BENCH_LLM_BACKEND         ``proxy`` behind evaluate's LLM proxy, else
+                                                  ``embedded`` (or ``openai``)
     model         POLAR_BENCH_LLM_MODEL           SmolLM2-135M-Instruct / ``default``
     base_url      POLAR_BENCH_LLM_BASE_URL        (required for ``openai``)
     api_key_env   POLAR_BENCH_LLM_API_KEY_ENV     ``OPENAI_API_KEY``
@@ -180,7 +182,8 @@ def make_client(backend: str | None = None, *, model: str | None = None, base_ur
     or a larger one behind an endpoint without a change.
     """
     env = os.environ.get
-    kind = (backend or env("POLAR_BENCH_LLM_BACKEND") or "embedded").lower()
+    # inside an agent that evaluate runs behind its LLM proxy, the default is the proxy: one recording path
+    kind = (backend or env("POLAR_BENCH_LLM_BACKEND") or ("proxy" if env(PROXY_ENV) else "embedded")).lower()
     model = model or env("POLAR_BENCH_LLM_MODEL") or None
     if trace is None:
         trace = _flag("POLAR_BENCH_LLM_TRACE", True)
@@ -188,6 +191,8 @@ def make_client(backend: str | None = None, *, model: str | None = None, base_ur
     cache = cache or env("POLAR_BENCH_LLM_CACHE") or None
     if kind == "embedded":
         b: Backend = EmbeddedBackend(model, n_threads=n_threads)
+    elif kind == "proxy":
+        b = ProxyBackend(model or MODEL_ALIAS)
     elif kind in ("openai", "http"):
         url = base_url or env("POLAR_BENCH_LLM_BASE_URL")
         if not url:
@@ -205,7 +210,7 @@ def make_client(backend: str | None = None, *, model: str | None = None, base_ur
                           api_key_env=api_key_env or env("POLAR_BENCH_LLM_API_KEY_ENV") or "OPENAI_API_KEY",
                           timeout=timeout, grammar=grammar)
     else:
-        raise UserError(f"unknown LLM backend {kind!r}; use 'embedded' or 'openai'")
+        raise UserError(f"unknown LLM backend {kind!r}; use 'embedded', 'openai' or 'proxy'")
     return LLMClient(b, recorder=recorder, cache=cache)
 
 

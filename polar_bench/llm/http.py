@@ -81,8 +81,12 @@ class OpenAIBackend:
         body.update(self.extra_body)
         return body
 
+    def current_base_url(self) -> str:
+        """The base URL of the next request."""
+        return self.base_url
+
     def generate(self, request: Request) -> Completion:
-        url = self.base_url + "/chat/completions"
+        url = self.current_base_url() + "/chat/completions"
         data = json.dumps(self.body(request)).encode()
         t0 = time.perf_counter()
         attempt = 0
@@ -158,3 +162,27 @@ def _read_detail(exc: urllib.error.HTTPError) -> str:
         return str(msg)[:300] if msg else body[:300]
     except (ValueError, AttributeError):
         return body[:300]
+
+
+PROXY_ENV = "POLAR_BENCH_LLM_PROXY"
+PROXY_GRAMMAR_ENV = "POLAR_BENCH_LLM_PROXY_GRAMMAR"
+
+
+class ProxyBackend(OpenAIBackend):
+    """The LLM proxy of `evaluate` (`polar_bench.llm.proxy`), which `make_client()` picks by default
+    inside an evaluated agent when the proxy runs: the base URL is read from ``POLAR_BENCH_LLM_PROXY``
+    at every call, since the agent process points it at the proxy address of the slot whose agent
+    runs (one client may serve several episodes), and grammars are sent when the upstream is
+    llama.cpp (``POLAR_BENCH_LLM_PROXY_GRAMMAR=1``, the embedded upstream)."""
+
+    def __init__(self, model: str = "smollm2", *, timeout: float = 60.0):
+        super().__init__(os.environ.get(PROXY_ENV) or "http://127.0.0.1/v1", model, timeout=timeout,
+                         grammar=os.environ.get(PROXY_GRAMMAR_ENV) == "1")
+        self.identity = {"backend": "proxy", "model": model, "sha256": None}
+
+    def current_base_url(self) -> str:
+        url = os.environ.get(PROXY_ENV)
+        if not url:
+            raise LLMError(f"{PROXY_ENV} is not set: the proxy backend runs only inside an agent that "
+                           f"evaluate runs behind its LLM proxy")
+        return url.rstrip("/")
