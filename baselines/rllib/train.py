@@ -18,11 +18,20 @@ as in baselines/ppo. Layout::
       - {task: gym/CartPole-v1, num_parallel: 4}          # num_parallel: envs per env runner
     distributed: {backend: ray, num_workers: 2}            # env runners
     training: {total_timesteps: 2e4, seeds: [0]}
-    evaluation: {interval: 10000, num_episodes: 5, suite: v1}
+    evaluation: {interval: 10000, num_episodes: 5, suite: v1}   # harnesses: [...] (default: the trained task)
 
-Evaluation runs on RLlib's separate evaluation env runner (``evaluation_num_env_runners=1``) with
-the suite's options, every ``interval`` environment steps (rounded to training iterations), in
-parallel to training; it does not touch the training env runners. Outputs under ``--out-dir``
+Dict and tuple observations (BabyAI, MiniHack, NetHack) go through RLlib's ``FlattenObservations``
+connector (Boxes flattened, Discrete one-hot); top-level text components (BabyAI's ``mission``)
+are dropped, since RLlib cannot encode text. The checkpoint records the space and the dropped keys
+(``polar_bench_observation.json``) so that ``RLlibAgent`` flattens the same way.
+
+Evaluation runs on RLlib's separate evaluation env runner (``evaluation_num_env_runners=1``) every
+``interval`` environment steps (rounded to training iterations), in parallel to training, through
+RLlib's ``custom_evaluation_function``: after RLlib syncs the latest weights to it, the evaluation
+env runner plays the suite's harnesses (the suite's options) on the suite's evaluation seeds (the
+first ``num_episodes`` of each evaluation task, as ``evaluate --episodes N`` would) with
+``RLlibAgent`` and `evaluate`'s episode loop. It never touches the training env runners, so
+training is the same with and without it. Outputs under ``--out-dir``
 (default runs/rllib):
   checkpoints/T/runS/        the RLlib checkpoint (polar_bench.agent.RLlibAgent plays it)
   tensorboard/T/seedS/       TensorBoard events of the training and evaluation metrics
@@ -39,6 +48,7 @@ from typing import Any
 
 from baselines.ppo.train import ExperimentError, _harness_task, read_experiment_file
 from polar_bench._optional import require
+from polar_bench.agent import RLLIB_OBSERVATION_FILE
 from polar_bench.suite import load_suite
 
 ALGORITHMS = ("ppo", "appo", "impala", "sac", "dqn")
@@ -57,6 +67,7 @@ class RunConfig:
     eval_every: int = 10_000       # environment steps between evaluations; 0: none
     eval_episodes: int = 5
     suite: str = "v1"
+    eval_tasks: tuple[str, ...] = ()  # tasks evaluated on the suite's seeds; empty: the training task
     name: str = "rllib"
     settings: dict[str, Any] = field(default_factory=dict)  # passed to config.training(...)
 
@@ -73,7 +84,143 @@ def suite_options(cfg: RunConfig) -> dict:
     return dict(load_suite(cfg.suite).task(cfg.task).options)
 
 
-def build_config(cfg: RunConfig, *, fault_tolerant: bool = True) -> Any:
+def suite_options_of(task: str, suite: str) -> dict:
+    return suite_options(RunConfig(task=task, suite=suite))
+
+
+def evaluation_tasks(cfg: RunConfig) -> tuple[str, ...]:
+    return cfg.eval_tasks or (cfg.task,)
+
+
+def dropped_keys(space: Any, task: str) -> tuple[str, ...]:
+    """The top-level text components of a dict observation space: RLlib's flattening cannot encode
+    text, so the policy does not see them. Text anywhere else is an error."""
+    from gymnasium import spaces
+
+    dropped = tuple(k for k, s in space.spaces.items() if isinstance(s, spaces.Text)) \
+        if isinstance(space, spaces.Dict) else ()
+    rest = ([s for k, s in space.spaces.items() if k not in dropped] if isinstance(space, spaces.Dict)
+            else [space])
+    stack = list(rest)
+    while stack:
+        leaf = stack.pop()
+        if isinstance(leaf, spaces.Text):
+            raise ExperimentError(f"{task}: RLlib cannot encode its text observations; train it with "
+                                  f"baselines/ppo or an LLM agent instead")
+        if isinstance(leaf, (spaces.Dict, spaces.Tuple)):
+            stack.extend(leaf.spaces.values() if isinstance(leaf, spaces.Dict) else leaf.spaces)
+    return dropped
+
+
+def flatten_connector(env: Any = None, spaces: Any = None, device: Any = None) -> Any:
+    """The env-to-module connector of every env runner: RLlib's ``FlattenObservations`` (text keys
+    dropped) for dict and tuple observations, none otherwise (RLlib's default connectors). A local
+    env runner without an environment (it never samples) gets none."""
+    from gymnasium import spaces as gym_spaces
+    from ray.rllib.connectors.env_to_module import FlattenObservations
+
+    if spaces is not None:
+        obs_space, act_space = spaces["__env_single__"]
+    elif env is not None:
+        obs_space, act_space = env.single_observation_space, env.single_action_space
+    else:
+        return []
+    if not isinstance(obs_space, (gym_spaces.Dict, gym_spaces.Tuple)):
+        return []
+    dropped = list(dropped_keys(obs_space, "this task"))
+    return FlattenObservations(obs_space, act_space, keys_to_remove=dropped or None)
+
+
+def _play_suite_episodes(runner: Any, units: list[tuple[str, int, int]], options: dict[str, dict],
+                         observation: dict) -> list[dict]:
+    """On an evaluation env runner: play this runner's share of ``units`` (task, seed, k) with its
+    module (RLlib synced the latest weights before), each on a fresh polar_bench harness of the
+    task with the suite's options, through `evaluate`'s episode loop."""
+    import polar_bench
+    from polar_bench.agent import RLlibAgent
+    from polar_bench.evaluate.episodes import run_episode
+    from polar_bench.task_info import space_from_json
+
+    agent = RLlibAgent.from_module(runner.module, observation_space=space_from_json(observation["observation_space"]),
+                                   dropped=tuple(observation["dropped"]))
+    share = int(runner.config.num_env_runners or 1)
+    mine = [u for u in units if u[2] % share == max(0, runner.worker_index - 1) % share]
+    records, harnesses = [], {}
+    try:
+        for task, seed, _ in mine:
+            if task not in harnesses:
+                harnesses[task] = polar_bench.make(task, **options[task])
+            rec = run_episode(harnesses[task], agent, seed, None, None)
+            records.append({"task": task, "seed": seed, "return": rec["return"], "length": rec["length"],
+                            "status": rec["status"]})
+    finally:
+        for h in harnesses.values():
+            h.close()
+    return records
+
+
+def suite_evaluation(cfg: RunConfig, observation: dict, algo: Any, eval_workers: Any) -> tuple[dict, int, int]:
+    """RLlib's ``custom_evaluation_function``: the suite's evaluation seeds of every evaluation task
+    (the first ``eval_episodes`` of them, the seeds `evaluate --episodes N` plays), split over the
+    separate evaluation env runners. Logs ``evaluation/suite/<task>/return_mean`` and
+    ``evaluation/env_runners/episode_return_mean`` (over all tasks)."""
+    from functools import partial
+
+    suite = load_suite(cfg.suite)
+    units, k = [], 0
+    for task in evaluation_tasks(cfg):
+        for seed in suite.task(task).seeds[:cfg.eval_episodes]:
+            units.append((task, int(seed), k))
+            k += 1
+    options = {task: suite_options_of(task, cfg.suite) for task in evaluation_tasks(cfg)}
+    play = partial(_play_suite_episodes, units=units, options=options, observation=observation)
+    records = [r for part in eval_workers.foreach_env_runner(play, local_env_runner=False) for r in part]
+    ok = [r for r in records if r["status"] == "ok" and r["return"] is not None]
+    metrics: dict[str, Any] = {"suite": {}}
+    for task in evaluation_tasks(cfg):
+        mine = [r["return"] for r in ok if r["task"] == task]
+        if mine:
+            metrics["suite"][task] = {"return_mean": float(sum(mine) / len(mine)), "episodes": len(mine)}
+    if ok:
+        metrics["env_runners"] = {"episode_return_mean": float(sum(r["return"] for r in ok) / len(ok)),
+                                  "num_episodes": len(ok)}
+    # into the algorithm's metrics as an env runner's reduced metrics are (RLlib reads them back
+    # from there into result["evaluation"])
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    logger = MetricsLogger()
+    for task, values in metrics["suite"].items():
+        for name, value in values.items():
+            logger.log_value(("suite", task, name), value, reduce="mean", window=1)
+    for name, value in metrics.get("env_runners", {}).items():
+        logger.log_value(("env_runners", name), value, reduce="mean", window=1)
+    algo.metrics.aggregate([logger.reduce()], key="evaluation")
+    steps = int(sum(r["length"] for r in ok))
+    return metrics, steps, steps
+
+
+def observation_spec(cfg: RunConfig) -> dict:
+    """The harness's observation space and the keys the policy does not see (JSON), checked equal
+    across the training and evaluation tasks (one policy plays them all)."""
+    import polar_bench
+    from polar_bench.task_info import space_to_json
+
+    found = {}
+    for task in dict.fromkeys((cfg.task, *evaluation_tasks(cfg))):
+        env = polar_bench.make(task, **suite_options_of(task, cfg.suite))
+        try:
+            found[task] = (env.observation_space, env.action_space)
+        finally:
+            env.close()
+    space, actions = found[cfg.task]
+    for task, (other, other_actions) in found.items():
+        if other != space or other_actions != actions:
+            raise ExperimentError(f"evaluation task {task} has other observation or action spaces than {cfg.task}; "
+                                  f"evaluate only tasks the trained policy can play (same spaces)")
+    return {"observation_space": space_to_json(space), "dropped": list(dropped_keys(space, cfg.task))}
+
+
+def build_config(cfg: RunConfig, *, fault_tolerant: bool = True, observation: dict | None = None) -> Any:
     """The RLlib AlgorithmConfig of a run (new API stack)."""
     require("ray.rllib", "rllib", "training with RLlib")
     from ray.rllib.algorithms.appo import APPOConfig
@@ -94,6 +241,7 @@ def build_config(cfg: RunConfig, *, fault_tolerant: bool = True) -> Any:
     config = (classes[cfg.algorithm]()
               .environment(ENV_NAME, env_config={"task": cfg.task, "options": train_options})
               .env_runners(num_env_runners=cfg.num_workers, num_envs_per_env_runner=cfg.num_envs,
+                           env_to_module_connector=flatten_connector,
                            num_cpus_per_env_runner=0.5)  # type: ignore[arg-type]  # annotated int; Ray takes fractions
               .learners(num_learners=0)
               .debugging(seed=cfg.seed))
@@ -108,9 +256,11 @@ def build_config(cfg: RunConfig, *, fault_tolerant: bool = True) -> Any:
         # (off-policy algorithms sample at least min_sample_timesteps_per_iteration, more than a batch)
         per_iteration = max(1, config.total_train_batch_size, config.min_sample_timesteps_per_iteration or 0)
         iterations = max(1, round(cfg.eval_every / per_iteration))
+        from functools import partial
+
         config = config.evaluation(
-            evaluation_interval=iterations, evaluation_num_env_runners=1, evaluation_duration=cfg.eval_episodes,
-            evaluation_duration_unit="episodes", evaluation_parallel_to_training=True,
+            evaluation_interval=iterations, evaluation_num_env_runners=1, evaluation_parallel_to_training=True,
+            custom_evaluation_function=partial(suite_evaluation, cfg, observation or observation_spec(cfg)),
             evaluation_config={"explore": False, "env_config": {"task": cfg.task, "options": options}})
     return config
 
@@ -136,9 +286,12 @@ def train(cfg: RunConfig, out_dir: Path, *, resume: bool = False, on_iteration: 
     """Train one run; checkpoints after every evaluation and at the end. Returns a summary."""
     from tensorboardX import SummaryWriter
 
-    config = build_config(cfg)
+    observation = observation_spec(cfg)
+    config = build_config(cfg, observation=observation)
     algo = config.build_algo()
     ckpt = run_dir(out_dir, cfg, "checkpoints")
+    ckpt.mkdir(parents=True, exist_ok=True)
+    (ckpt / RLLIB_OBSERVATION_FILE).write_text(json.dumps(observation))
     if resume and (ckpt / "rllib_checkpoint.json").exists():
         algo.restore_from_path(str(ckpt))
     writer = SummaryWriter(str(run_dir(out_dir, cfg, "tensorboard")))
@@ -191,6 +344,8 @@ def load_experiment(path: str | Path) -> list[RunConfig]:
         steps=int(float(training.pop("total_timesteps", 20_000))), num_workers=int(dist.get("num_workers", 1)),
         eval_every=int(float(evaluation.get("interval", 10_000))),
         eval_episodes=int(evaluation.get("num_episodes", 5)), suite=str(evaluation.get("suite", "v1")),
+        eval_tasks=tuple(_harness_task(dict(e), f"{path}: evaluation.harnesses[{i}]")
+                         for i, e in enumerate(evaluation.get("harnesses") or [])),
         settings=agent)
     seeds = [int(s) for s in training.pop("seeds", [0])]
     if training:
