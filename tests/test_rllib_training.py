@@ -153,3 +153,55 @@ def test_same_seed_same_training_with_and_without_evaluation(ray_local, tmp_path
     # and a different seed trains differently (the comparison can fail)
     _, other = _weights_after(RunConfig(eval_every=0, seed=1, **base), tmp_path / "c")
     assert any(not np.array_equal(plain[n], other[n]) for n in plain)
+
+
+def test_one_policy_on_several_tasks_of_one_space(ray_local, tmp_path):
+    """Two BabyAI levels (the same spaces) in one run: env runner i steps the i-th task, one policy
+    learns from both, and the suite evaluation covers both."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    tasks = (TASK, "babyai/GoToLocal")
+    cfg = RunConfig(task=TASK, tasks=tasks, algorithm="ppo", steps=400, num_envs=1, num_workers=2, eval_every=200,
+                    eval_episodes=1, settings={"train_batch_size_per_learner": 200, "minibatch_size": 100,
+                                               "num_epochs": 1})
+    stepped = []
+
+    def which(algo, result):
+        stepped.append(algo.env_runner_group.foreach_env_runner(
+            lambda runner: runner.env.unwrapped.get_attr("task_info")[0].id, local_env_runner=False))
+
+    summary = train(cfg, tmp_path, on_iteration=which)
+    assert stepped and all(s == list(tasks) for s in stepped)
+    assert summary["evaluations"]
+    acc = EventAccumulator(str(tmp_path / "tensorboard" / TASK.replace("/", "_") / "seed0"))
+    acc.Reload()
+    assert {f"evaluation/suite/{t}/return_mean" for t in tasks} <= set(acc.Tags()["scalars"])
+
+
+def test_one_policy_refuses_tasks_of_other_spaces_and_too_few_runners():
+    from baselines.rllib.train import observation_spec
+
+    with pytest.raises(ExperimentError, match="other observation or action spaces"):
+        observation_spec(RunConfig(task=TASK, tasks=(TASK, "gym/CartPole-v1"), num_workers=2))
+    with pytest.raises(ExperimentError, match="at least one env runner per task"):
+        observation_spec(RunConfig(task=TASK, tasks=(TASK, "babyai/GoToLocal"), num_workers=1))
+
+
+def test_experiment_file_one_policy(tmp_path):
+    from baselines.rllib.train import load_experiment
+
+    path = tmp_path / "x.yaml"
+    text = """
+harnesses:
+  - {task: babyai/GoToRedBall, num_parallel: 2}
+  - {task: babyai/GoToLocal, num_parallel: %d}
+distributed: {backend: ray, num_workers: 2}
+training: {total_timesteps: 1000, seeds: [0, 1], one_policy: true}
+"""
+    path.write_text(text % 2)
+    configs = load_experiment(path)
+    assert [(c.task, c.tasks, c.seed, c.num_envs) for c in configs] == [
+        (TASK, (TASK, "babyai/GoToLocal"), s, 2) for s in (0, 1)]
+    path.write_text(text % 3)
+    with pytest.raises(ExperimentError, match="same num_parallel"):
+        load_experiment(path)

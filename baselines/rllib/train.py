@@ -2,6 +2,7 @@
 
     python -m baselines.rllib.train --config baselines/rllib/experiments/cartpole.yaml
     python -m baselines.rllib.train --config ... --resume      # continue from the last checkpoint
+    python -m baselines.rllib.train --config ... --address auto  # on a running Ray cluster
 
 Algorithms: ``ppo`` (synchronous: every update waits for all env runners' samples), ``appo`` and
 ``impala`` (asynchronous: the learner updates on whichever samples arrive, env runners never wait),
@@ -10,7 +11,11 @@ Algorithms: ``ppo`` (synchronous: every update waits for all env runners' sample
 
 One RLlib algorithm trains one policy on one observation and action space, so each harness of an
 experiment is its own run (several families in one experiment file, one run per harness and seed),
-as in baselines/ppo. Layout::
+as in baselines/ppo. With ``training: {one_policy: true}`` the harnesses, which must then share
+their spaces (BabyAI levels, Procgen games), train one policy in one run instead: env runner i
+steps harness ``(i - 1) % len`` (so ``num_workers`` must be at least the number of harnesses, and
+every harness the same ``num_parallel``); the checkpoint is under the first harness's task.
+Layout::
 
     experiment: {name: cartpole}
     agent: {algorithm: appo}
@@ -67,15 +72,36 @@ class RunConfig:
     eval_every: int = 10_000       # environment steps between evaluations; 0: none
     eval_episodes: int = 5
     suite: str = "v1"
-    eval_tasks: tuple[str, ...] = ()  # tasks evaluated on the suite's seeds; empty: the training task
+    eval_tasks: tuple[str, ...] = ()  # tasks evaluated on the suite's seeds; empty: the training tasks
+    tasks: tuple[str, ...] = ()       # one policy on several tasks of one space: env runner i steps
+                                      # tasks[(i - 1) % len]; empty: just `task`
     name: str = "rllib"
     settings: dict[str, Any] = field(default_factory=dict)  # passed to config.training(...)
 
 
-def env_creator(env_config: dict) -> Any:
+def env_creator(env_config: Any) -> Any:
+    """A polar_bench harness: ``env_config["task"]``, or with ``tasks`` (``[[task, options], ...]``)
+    the one of this env runner (runner i, counted from 1, steps ``tasks[(i - 1) % len]``)."""
     import polar_bench
 
+    tasks = env_config.get("tasks")
+    if tasks:
+        index = max(0, int(getattr(env_config, "worker_index", 1)) - 1) % len(tasks)
+        task, options = tasks[index]
+        return polar_bench.make(task, **dict(options or {}))
     return polar_bench.make(env_config["task"], **dict(env_config.get("options") or {}))
+
+
+def training_tasks(cfg: RunConfig) -> tuple[str, ...]:
+    return cfg.tasks or (cfg.task,)
+
+
+def training_options(task: str, suite: str) -> dict:
+    """The suite's options of a task for training (Procgen: the 200 training levels)."""
+    options = suite_options_of(task, suite)
+    if task.startswith("procgen/"):
+        options.update(start_level=0, num_levels=200)
+    return options
 
 
 def suite_options(cfg: RunConfig) -> dict:
@@ -89,7 +115,7 @@ def suite_options_of(task: str, suite: str) -> dict:
 
 
 def evaluation_tasks(cfg: RunConfig) -> tuple[str, ...]:
-    return cfg.eval_tasks or (cfg.task,)
+    return cfg.eval_tasks or training_tasks(cfg)
 
 
 def dropped_keys(space: Any, task: str) -> tuple[str, ...]:
@@ -206,7 +232,10 @@ def observation_spec(cfg: RunConfig) -> dict:
     from polar_bench.task_info import space_to_json
 
     found = {}
-    for task in dict.fromkeys((cfg.task, *evaluation_tasks(cfg))):
+    if cfg.tasks and cfg.num_workers < len(cfg.tasks):
+        raise ExperimentError(f"{len(cfg.tasks)} tasks share one policy but distributed.num_workers is "
+                              f"{cfg.num_workers}; give at least one env runner per task")
+    for task in dict.fromkeys((cfg.task, *training_tasks(cfg), *evaluation_tasks(cfg))):
         env = polar_bench.make(task, **suite_options_of(task, cfg.suite))
         try:
             found[task] = (env.observation_space, env.action_space)
@@ -215,8 +244,8 @@ def observation_spec(cfg: RunConfig) -> dict:
     space, actions = found[cfg.task]
     for task, (other, other_actions) in found.items():
         if other != space or other_actions != actions:
-            raise ExperimentError(f"evaluation task {task} has other observation or action spaces than {cfg.task}; "
-                                  f"evaluate only tasks the trained policy can play (same spaces)")
+            raise ExperimentError(f"task {task} has other observation or action spaces than {cfg.task}; one "
+                                  f"policy trains and plays only tasks of the same spaces")
     return {"observation_space": space_to_json(space), "dropped": list(dropped_keys(space, cfg.task))}
 
 
@@ -235,11 +264,11 @@ def build_config(cfg: RunConfig, *, fault_tolerant: bool = True, observation: di
     if cfg.algorithm not in classes:
         raise ExperimentError(f"agent.algorithm is {cfg.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
     options = suite_options(cfg)
-    train_options = dict(options)
-    if cfg.task.startswith("procgen/"):
-        train_options.update(start_level=0, num_levels=200)
+    env_config: dict[str, Any] = {"task": cfg.task, "options": training_options(cfg.task, cfg.suite)}
+    if cfg.tasks:
+        env_config["tasks"] = [[task, training_options(task, cfg.suite)] for task in cfg.tasks]
     config = (classes[cfg.algorithm]()
-              .environment(ENV_NAME, env_config={"task": cfg.task, "options": train_options})
+              .environment(ENV_NAME, env_config=env_config)
               .env_runners(num_env_runners=cfg.num_workers, num_envs_per_env_runner=cfg.num_envs,
                            env_to_module_connector=flatten_connector,
                            num_cpus_per_env_runner=0.5)  # type: ignore[arg-type]  # annotated int; Ray takes fractions
@@ -348,18 +377,23 @@ def load_experiment(path: str | Path) -> list[RunConfig]:
                          for i, e in enumerate(evaluation.get("harnesses") or [])),
         settings=agent)
     seeds = [int(s) for s in training.pop("seeds", [0])]
+    one_policy = bool(training.pop("one_policy", False))
     if training:
         raise ExperimentError(f"{path}: unknown training setting(s) {sorted(training)}; known: "
-                              f"total_timesteps, seeds (algorithm settings go under agent:)")
+                              f"total_timesteps, seeds, one_policy (algorithm settings go under agent:)")
     harnesses = data.get("harnesses") or []
     if not harnesses:
         raise ExperimentError(f"{path}: list at least one entry under 'harnesses'")
-    configs = []
-    for i, entry in enumerate(harnesses):
-        task = _harness_task(dict(entry), f"{path}: harnesses[{i}]")
-        for seed in seeds:
-            configs.append(RunConfig(task=task, seed=seed, num_envs=int(entry.get("num_parallel", 1)), **common))
-    return configs
+    tasks = [_harness_task(dict(entry), f"{path}: harnesses[{i}]") for i, entry in enumerate(harnesses)]
+    parallel = [int(entry.get("num_parallel", 1)) for entry in harnesses]
+    if one_policy:
+        if len(set(parallel)) > 1:
+            raise ExperimentError(f"{path}: training.one_policy needs the same num_parallel on every harness "
+                                  f"(each env runner steps one task); got {parallel}")
+        return [RunConfig(task=tasks[0], tasks=tuple(tasks), seed=seed, num_envs=parallel[0], **common)
+                for seed in seeds]
+    return [RunConfig(task=task, seed=seed, num_envs=n, **common) for task, n in zip(tasks, parallel, strict=True)
+            for seed in seeds]
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -367,10 +401,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--config", required=True, help="the YAML experiment file")
     parser.add_argument("--out-dir", default=str(ROOT / "runs" / "rllib"))
     parser.add_argument("--resume", action="store_true", help="continue each run from its checkpoint")
+    parser.add_argument("--address", help="'auto' or ray://HOST:PORT of an existing cluster (default: a Ray of "
+                                          "its own on this machine, which never joins another)")
     args = parser.parse_args(argv)
     import ray
 
-    ray.init(ignore_reinit_error=True, include_dashboard=False)
+    ray.init(address=args.address or "local", ignore_reinit_error=True, include_dashboard=False)
     summaries = [train(cfg, Path(args.out_dir), resume=args.resume) for cfg in load_experiment(args.config)]
     for s in summaries:
         print(json.dumps(s))
