@@ -35,7 +35,7 @@ TASK = "babyai/GoToRedBall"
 @pytest.fixture(scope="module")
 def babyai_run(ray_local, tmp_path_factory):
     out = tmp_path_factory.mktemp("rllib_babyai")
-    cfg = RunConfig(task=TASK, algorithm="ppo", steps=400, num_envs=1, num_workers=1, eval_every=200,
+    cfg = RunConfig(task=TASK, algorithm="ppo", steps=600, num_envs=1, num_workers=1, eval_every=400,
                     eval_episodes=2, settings={"train_batch_size_per_learner": 200, "minibatch_size": 100,
                                                "num_epochs": 1})
     return cfg, out, train(cfg, out)
@@ -115,6 +115,9 @@ def test_evaluation_scalars_are_in_the_tensorboard_events(babyai_run):
     assert "env_runners/episode_return_mean" in tags or "env_runners/num_env_steps_sampled_lifetime" in tags
     values = [e.value for e in acc.Scalars(f"evaluation/suite/{TASK}/return_mean")]
     assert values and all(0.0 <= v <= 1.0 for v in values)
+    # every 400 steps = every 2nd iteration of 200: one evaluation in 3 iterations, logged once
+    # (RLlib repeats the last evaluation's metrics in the next results; they are not new)
+    assert len(summary["evaluations"]) == len(values) == 1
 
 
 def test_text_observations_outside_a_dict_are_refused():
@@ -205,3 +208,14 @@ training: {total_timesteps: 1000, seeds: [0, 1], one_policy: true}
     path.write_text(text % 3)
     with pytest.raises(ExperimentError, match="same num_parallel"):
         load_experiment(path)
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "baselines" / "rllib" / "experiments").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_committed_experiment_files_build_their_rllib_configs(path):
+    from baselines.rllib.train import build_config, load_experiment
+
+    for cfg in load_experiment(path):
+        config = build_config(cfg)  # the agent: settings are RLlib training() arguments
+        config.validate()
+        assert config.num_env_runners == cfg.num_workers

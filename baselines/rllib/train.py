@@ -215,6 +215,7 @@ def suite_evaluation(cfg: RunConfig, observation: dict, algo: Any, eval_workers:
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
     logger = MetricsLogger()
+    logger.log_value("round", float(algo.iteration), reduce="mean", window=1)
     for task, values in metrics["suite"].items():
         for name, value in values.items():
             logger.log_value(("suite", task, name), value, reduce="mean", window=1)
@@ -324,17 +325,22 @@ def train(cfg: RunConfig, out_dir: Path, *, resume: bool = False, on_iteration: 
     if resume and (ckpt / "rllib_checkpoint.json").exists():
         algo.restore_from_path(str(ckpt))
     writer = SummaryWriter(str(run_dir(out_dir, cfg, "tensorboard")))
-    steps, evaluations = 0, []
+    steps, evaluations, last_round = 0, [], None
     try:
         while True:
             result = algo.train()
             steps = int(result.get("num_env_steps_sampled_lifetime", 0) or
                         result.get("env_runners", {}).get("num_env_steps_sampled_lifetime", 0))
+            # RLlib repeats the last evaluation's metrics in later results: an evaluation is new
+            # when its round (the iteration it ran in) is
+            evaluation = result.get("evaluation", {})
+            fresh = evaluation.get("round") is not None and evaluation.get("round") != last_round
             for name, value in _scalars(result).items():
-                if name.startswith(("env_runners/", "learners/", "evaluation/")):
+                if name.startswith(("env_runners/", "learners/")) or (fresh and name.startswith("evaluation/")):
                     writer.add_scalar(name, value, steps)
-            ev = result.get("evaluation", {}).get("env_runners", {})
-            if math.isfinite(ev.get("episode_return_mean", math.nan)):  # NaN: no episode ended yet
+            ev = evaluation.get("env_runners", {})
+            if fresh and math.isfinite(ev.get("episode_return_mean", math.nan)):
+                last_round = evaluation["round"]
                 evaluations.append({"step": steps, "return": float(ev["episode_return_mean"])})
                 algo.save_to_path(str(ckpt))
             if on_iteration is not None:
