@@ -219,3 +219,14 @@ def test_committed_experiment_files_build_their_rllib_configs(path):
         config = build_config(cfg)  # the agent: settings are RLlib training() arguments
         config.validate()
         assert config.num_env_runners == cfg.num_workers
+
+
+def test_evaluation_interval_in_iterations_matches_the_steps_asked():
+    from baselines.rllib.train import build_config
+
+    def interval(**kw):
+        return build_config(RunConfig(task="gym/Pendulum-v1", **kw)).evaluation_interval
+
+    assert interval(algorithm="ppo", eval_every=2000, settings={"train_batch_size_per_learner": 500}) == 4
+    assert interval(algorithm="sac", eval_every=2500) == 25   # SAC samples 100 steps an iteration
+    assert build_config(RunConfig(task="gym/CartPole-v1", algorithm="dqn", eval_every=5000)).evaluation_interval == 5

@@ -57,6 +57,7 @@ from polar_bench.agent import RLLIB_OBSERVATION_FILE
 from polar_bench.suite import load_suite
 
 ALGORITHMS = ("ppo", "appo", "impala", "sac", "dqn")
+OFF_POLICY = ("sac", "dqn")
 ENV_NAME = "polar_bench"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -282,9 +283,11 @@ def build_config(cfg: RunConfig, *, fault_tolerant: bool = True, observation: di
         config = config.fault_tolerance(restart_failed_env_runners=True, max_num_env_runner_restarts=100,
                                         num_consecutive_env_runner_failures_tolerance=100)
     if cfg.eval_every > 0:
-        # evaluation_interval counts training iterations: one iteration samples about one train batch
-        # (off-policy algorithms sample at least min_sample_timesteps_per_iteration, more than a batch)
-        per_iteration = max(1, config.total_train_batch_size, config.min_sample_timesteps_per_iteration or 0)
+        # evaluation_interval counts training iterations: an iteration of PPO, APPO or IMPALA samples
+        # about one train batch; DQN and SAC sample min_sample_timesteps_per_iteration (seen here:
+        # SAC 100 steps an iteration, whatever its batch of 256 replayed samples)
+        per_iteration = max(1, config.min_sample_timesteps_per_iteration or 0) if cfg.algorithm in OFF_POLICY \
+            else max(1, config.total_train_batch_size)
         iterations = max(1, round(cfg.eval_every / per_iteration))
         from functools import partial
 
