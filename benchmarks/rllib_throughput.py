@@ -1,6 +1,8 @@
 """RLlib PPO (baselines/rllib) against baselines/ppo: environment steps per second with 1 and 2 env
 runners on gym/CartPole-v1 and dmc/cheetah-run, ratios side by side, then the final CartPole return
-of each over seeds with 95% Student-t intervals.
+of each over seeds: the mean over seeds with its 95% stratified-bootstrap interval over runs
+(`polar_bench.scoring.interval_estimates`, the suite's own interval method) and the 95% Student-t
+half-width.
 
     python benchmarks/rllib_throughput.py                                  # throughput only, short
     python benchmarks/rllib_throughput.py --return-steps 1e5 --seeds 0 1 2 # + returns at 100k steps
@@ -30,6 +32,7 @@ from ppo_throughput import ci95, run_ours  # noqa: E402
 import polar_bench  # noqa: E402
 from baselines.rllib.train import RunConfig, train  # noqa: E402
 from polar_bench.agent import RLlibAgent  # noqa: E402
+from polar_bench.scoring import interval_estimates  # noqa: E402
 
 NUM_ENVS = {"gym/CartPole-v1": 8, "dmc/cheetah-run": 4}
 
@@ -49,6 +52,15 @@ def play(agent: RLlibAgent, task: str) -> np.ndarray:
         harness.close()
         returns.append(total)
     return np.array(returns)
+
+
+def bootstrap_interval(per_seed: list[np.ndarray]) -> str:
+    """Mean over seeds of the per-seed evaluation means with its 95% percentile interval from the
+    stratified bootstrap over runs (one task: a (seeds, 1) score matrix)."""
+    runs = np.array([[float(r.mean())] for r in per_seed])
+    points, intervals = interval_estimates({"x": runs}, "mean", seed=0)
+    low, high = intervals["x"]
+    return f"{points['x']:.1f} [{low:.1f}, {high:.1f}]"
 
 
 def run_rllib(task: str, steps: int, seed: int, workers: int, out: Path) -> tuple[float, np.ndarray]:
@@ -75,7 +87,7 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     import ray
 
-    ray.init(include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False)  # a Ray of its own
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for task, steps in (("gym/CartPole-v1", args.cartpole_steps), ("dmc/cheetah-run", args.cheetah_steps)):
@@ -94,8 +106,10 @@ def main(argv=None) -> None:
             for seed in args.seeds:
                 ppo_returns.append(run_ours(task, args.return_steps, seed, Path(tmp) / "ppo")[1])
                 rllib_returns.append(run_rllib(task, args.return_steps, seed, 2, Path(tmp) / f"s{seed}")[1])
-            print(f"CartPole return at {args.return_steps} steps over seeds {args.seeds}: "
-                  f"baselines/ppo {ci95(ppo_returns)}, rllib ppo {ci95(rllib_returns)}")
+            print(f"CartPole return at {args.return_steps} steps over seeds {args.seeds}, mean [95% bootstrap "
+                  f"interval] (+- 95% t half-width): baselines/ppo {bootstrap_interval(ppo_returns)} "
+                  f"({ci95(ppo_returns).strip()}), rllib ppo {bootstrap_interval(rllib_returns)} "
+                  f"({ci95(rllib_returns).strip()})")
     ray.shutdown()
 
 

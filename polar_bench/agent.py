@@ -38,7 +38,8 @@ from .errors import AgentLoadError
 from .task_info import TaskInfo
 
 __all__ = ["Agent", "load_agent_module", "agent_file_hash", "agent_info", "FunctionAgent",
-           "SB3Agent", "RLlibAgent", "RandomAgent"]
+           "SB3Agent", "RLlibAgent", "RandomAgent",
+           "RLLIB_OBSERVATION_FILE", "rllib_observation_flattener"]
 
 
 @runtime_checkable
@@ -126,6 +127,34 @@ class FunctionAgent:
         return self.policy(observation, info) if self.with_info else self.policy(observation)
 
 
+RLLIB_OBSERVATION_FILE = "polar_bench_observation.json"
+
+
+def rllib_observation_flattener(space: spaces.Space, dropped: tuple[str, ...] = ()) -> Callable[[Any], np.ndarray]:
+    """The observation a policy trained by baselines/rllib sees, as a function of the harness's.
+
+    A Box space passes through as float32. A Dict or Tuple space goes through RLlib's own
+    ``FlattenObservations`` rule (``ray.rllib.utils.numpy.flatten_inputs_to_1d_tensor`` over the
+    space's leaves in ``tree.flatten`` order: Boxes flattened, Discrete one-hot, MultiDiscrete
+    multi-one-hot), after dropping the top-level keys in ``dropped`` (text components, which RLlib
+    cannot encode)."""
+    if not isinstance(space, (spaces.Dict, spaces.Tuple)):
+        return lambda obs: np.asarray(obs, dtype=np.float32)
+    from ray.rllib.utils.numpy import flatten_inputs_to_1d_tensor
+    from ray.rllib.utils.spaces.space_utils import get_base_struct_from_space
+
+    struct = get_base_struct_from_space(space)
+    if isinstance(struct, dict):
+        struct = {k: v for k, v in struct.items() if k not in dropped}
+
+    def flatten(obs: Any) -> np.ndarray:
+        if isinstance(obs, dict):
+            obs = {k: v for k, v in obs.items() if k not in dropped}
+        return np.asarray(flatten_inputs_to_1d_tensor(obs, struct, batch_axis=False), dtype=np.float32)
+
+    return flatten
+
+
 class RLlibAgent:
     """An RLlib (new API stack) checkpoint as an agent: ``RLlibAgent("runs/rllib/checkpoints/T/run0")``.
 
@@ -133,25 +162,54 @@ class RLlibAgent:
     checkpoint folder. The module is loaded directly with torch (``RLModule.from_checkpoint``): no
     Ray cluster is started, so it plays in the isolated agent process. It acts with the mode of
     the module's inference distribution (``deterministic=False`` samples, seeded by ``reset``).
-    The default env-to-module connectors are assumed (observations as arrays, no running filter).
+    The default env-to-module connectors are assumed (observations as arrays, no running filter),
+    plus RLlib's ``FlattenObservations`` for dict and tuple observations: baselines/rllib writes the
+    harness's observation space and the dropped text keys into the checkpoint
+    (`RLLIB_OBSERVATION_FILE`), and the agent flattens the same way (`rllib_observation_flattener`).
+    ``observation_space``/``dropped`` given here take precedence over that file; ``module`` (an
+    RLModule in memory) replaces the checkpoint.
     """
 
-    def __init__(self, path: str | Path, *, module_id: str = "default_policy", deterministic: bool = True):
+    def __init__(self, path: str | Path | None = None, *, module_id: str = "default_policy",
+                 deterministic: bool = True, observation_space: spaces.Space | None = None,
+                 dropped: tuple[str, ...] | None = None, module: Any = None):
+        import torch
+
         from ._optional import require
 
         require("ray.rllib", "rllib", "loading RLlib checkpoints")
-        import torch
-        from ray.rllib.core.rl_module.rl_module import RLModule
+        if module is None:
+            if path is None:
+                raise AgentLoadError("RLlibAgent needs a checkpoint path (or module=, an RLModule in memory)")
+            from ray.rllib.core.rl_module.rl_module import RLModule
 
-        p = Path(path)
-        inner = p / "learner_group" / "learner" / "rl_module" / module_id
-        if not (p / "class_and_ctor_args.pkl").exists():
-            raise AgentLoadError(f"no RLlib checkpoint at {p}; train one with python -m baselines.rllib.train")
-        self.module = RLModule.from_checkpoint(str(inner if inner.is_dir() else p))
+            p = Path(path)
+            inner = p / "learner_group" / "learner" / "rl_module" / module_id
+            if not (p / "class_and_ctor_args.pkl").exists():
+                raise AgentLoadError(f"no RLlib checkpoint at {p}; train one with python -m baselines.rllib.train")
+            spec_file = p / RLLIB_OBSERVATION_FILE
+            if spec_file.exists():
+                import json
+
+                from .task_info import space_from_json
+
+                spec = json.loads(spec_file.read_text())
+                observation_space = observation_space or space_from_json(spec["observation_space"])
+                dropped = tuple(spec.get("dropped", ())) if dropped is None else dropped
+            module = RLModule.from_checkpoint(str(inner if inner.is_dir() else p))
+        self.module = module
         if isinstance(self.module, torch.nn.Module):  # a TorchRLModule: inference mode (no dropout)
             self.module.eval()
         self.deterministic = deterministic
         self._torch = torch
+        self._flatten = (rllib_observation_flattener(observation_space, tuple(dropped or ()))
+                         if observation_space is not None else None)
+
+    @classmethod
+    def from_module(cls, module: Any, *, deterministic: bool = True, observation_space: spaces.Space | None = None,
+                    dropped: tuple[str, ...] = ()) -> RLlibAgent:
+        """An agent acting with an RLModule in memory (an env runner's, during training)."""
+        return cls(module=module, deterministic=deterministic, observation_space=observation_space, dropped=dropped)
 
     def reset(self, seed: int) -> None:
         self._torch.manual_seed(seed)
@@ -159,9 +217,17 @@ class RLlibAgent:
     def act(self, observation, info):
         return self.act_batch([observation], [info])[0]
 
+    def _array(self, observation: Any) -> np.ndarray:
+        if self._flatten is not None:
+            return self._flatten(observation)
+        if isinstance(observation, (dict, tuple)):
+            raise AgentLoadError("this RLlib checkpoint has no polar_bench_observation.json to flatten dict "
+                                 "observations with; pass observation_space= (and dropped=) to RLlibAgent")
+        return np.asarray(observation, dtype=np.float32)
+
     def act_batch(self, observations, infos):
         torch = self._torch
-        obs = torch.as_tensor(np.stack([np.asarray(o, dtype=np.float32) for o in observations]))
+        obs = torch.as_tensor(np.stack([self._array(o) for o in observations]))
         with torch.no_grad():
             out = self.module.forward_inference({"obs": obs})
             if "actions" in out:

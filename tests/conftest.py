@@ -21,3 +21,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "slow" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """A private Ray of 2 CPUs for one test module (address='local': it never joins a cluster that
+    another test run or `ray start` left on the machine)."""
+    ray = pytest.importorskip("ray")
+    ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()

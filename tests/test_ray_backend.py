@@ -33,14 +33,6 @@ def local_reference(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    ray.shutdown()
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 def test_same_episodes_as_local_processes(ray_local, local_reference, tmp_path, capsys):
     out = str(tmp_path / "ray.json")
     assert main(["evaluate", RANDOM, "--suite", TINY, "--out", out, "--backend", "ray", "--no-progress"]) == 0
