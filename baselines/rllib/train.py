@@ -416,7 +416,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     import ray
 
     ray.init(address=args.address or "local", ignore_reinit_error=True, include_dashboard=False)
-    summaries = [train(cfg, Path(args.out_dir), resume=args.resume) for cfg in load_experiment(args.config)]
+    summaries = [train(cfg, Path(args.out_dir).resolve(), resume=args.resume) for cfg in load_experiment(args.config)]
     for s in summaries:
         print(json.dumps(s))
     return summaries
