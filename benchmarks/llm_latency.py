@@ -21,7 +21,7 @@ episodes per second of each and their ratio, with the LLM+PPO agent's decisions 
 LLM+PPO agent loads the model through ``make_client()``: POLAR_BENCH_LLM_* variables apply.)
 
 The third table is the LLM proxy's overhead (`polar_bench.llm.proxy`, what `evaluate` puts in front
-of every agent): the embedded model served by ``llama_cpp.server`` (`polar_bench.llm.server`), and
+of every agent): the embedded model served by `polar_bench.llm.server` (the proxy's default upstream), and
 chat completions of ``max_tokens`` 4 sent to it directly and through a proxy on 127.0.0.1,
 alternating (each prompt is sent once, to one of the two, the assignment swapped every pair, so that
 the server's prompt cache favours neither). Overhead per call is the proxied call's latency at the

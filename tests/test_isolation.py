@@ -213,13 +213,13 @@ def test_agent_info_and_layers_come_from_the_agent_process(tmp_path, capsys):
 def test_the_network_is_unreachable(tmp_path, capsys):
     agent = _write_agent(tmp_path, "net", attack="""
         import socket
-        socket.create_connection(("127.0.0.1", 9), timeout=2)
+        socket.create_connection(("10.255.255.1", 9), timeout=2)
     """)
     _, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys)
     if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
         pytest.skip("no network namespace on this machine")
     assert all(e["status"] == "agent_error" and "Network is unreachable" in e["error"] for e in episodes)
-    assert all("--llm-endpoint URL" in e["error"] for e in episodes)  # the error says what to do
+    assert all("OPENAI_BASE_URL" in e["error"] for e in episodes)  # the error says what to do
 
 
 def test_only_the_named_llm_endpoint_is_reachable(tmp_path, capsys):

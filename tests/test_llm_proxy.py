@@ -55,9 +55,10 @@ class _Upstream(BaseHTTPRequestHandler):
                  "total_tokens": len(text) // 4 + 4}
         if self.path.endswith("/chat/completions"):
             choice = {"index": 0, "message": {"role": "assistant", "content": f"words {len(text.split())}"},
-                      "finish_reason": "stop", "logprobs": {"content": [{"token": "words", "logprob": -0.5}]}}
+                      "finish_reason": "stop", "logprobs": {"content": [{"token": "words", "logprob": -0.5}]},
+                      "token_ids": [4, 5, 6], "token_logprobs": [-0.5, -0.25, -0.125]}
             self._send({"id": "c1", "object": "chat.completion", "created": 1, "model": "fake",
-                        "choices": [choice], "usage": usage})
+                        "choices": [choice], "usage": usage, "prompt_token_ids": [1, 2, 3]})
         else:
             self._send({"id": "c2", "object": "text_completion", "created": 1, "model": "fake",
                         "choices": [{"index": 0, "text": " left", "finish_reason": "length", "logprobs": None}],
@@ -276,8 +277,28 @@ def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(mode, tmp_pa
     exec(code_block, scope)  # noqa: S102 - our own documentation
     samples = scope["load_trajectories"](tmp_path / "traj")
     assert len(samples) == sum(e["llm"]["calls"] for e in data["episodes"])
-    messages, completion, ret, step = samples[0]
-    assert messages[0]["role"] == "user" and completion.startswith("words") and ret == data["episodes"][0]["return"]
+    prompt_ids, completion_ids, logprobs, ret, status, step = samples[0]
+    assert (prompt_ids, completion_ids) == ([1, 2, 3], [4, 5, 6]) and logprobs == [-0.5, -0.25, -0.125]
+    assert ret == data["episodes"][0]["return"] and status == "agent_error" and step == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent process layers are Linux's")
+def test_with_the_host_network_the_proxy_listens_on_a_host_port(tmp_path, capsys, upstream):
+    """--agent-network: no namespace to hand a listener over from, so the worker serves the proxy on a
+    free port of the host's 127.0.0.1; the agent's calls are still counted there."""
+    pytest.importorskip("openai")
+    agent = tmp_path / "agent.py"
+    agent.write_text(textwrap.dedent(OPENAI_AGENT))
+    out = tmp_path / "r.json"
+    code = main(["evaluate", str(agent), "--suite", str(TINY), "--tasks", "gym/CartPole-v1", "--runs", "1",
+                 "--episodes", "1", "--workers", "1", "--no-progress", "--out", str(out),
+                 "--llm-upstream", upstream, "--agent-network"])
+    err = capsys.readouterr().err
+    data = read_results(out).data
+    assert code == 0, err
+    assert data["isolation"]["agent_network"] and data["isolation"]["layers"]["network_namespace"].startswith("off")
+    (ep,) = data["episodes"]
+    assert ep["llm"]["source"] == "proxy" and ep["llm"]["calls"] == ep["length"] > 0
 
 
 def test_the_episode_record_takes_the_proxy_count_over_the_agents_claim(upstream, tmp_path):

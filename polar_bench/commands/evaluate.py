@@ -49,11 +49,13 @@ def register(sub) -> None:
                         "namespace the agent reaches it at 127.0.0.1 on the same port, forwarded by the worker; "
                         "nothing else is reachable")
     p.add_argument("--llm-upstream", metavar="URL",
-                   help="put the OpenAI-compatible LLM proxy in front of the agent and forward its calls to this "
-                        "OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1), or 'embedded' for the SmolLM2 "
-                        "served by polar_bench; the agent gets OPENAI_BASE_URL; calls are counted per episode "
-                        "(default: 'embedded' when --trajectories, --llm-budget or the suite's [llm] budget asks "
-                        "for the proxy; see docs/llm.md)")
+                   help="where the LLM proxy in front of the agent (its OPENAI_BASE_URL) forwards calls: an "
+                        "OpenAI-compatible base URL (e.g. http://127.0.0.1:8080/v1) or 'embedded' (default: the "
+                        "SmolLM2 that polar_bench serves, started at the first call); calls are counted per "
+                        "episode (docs/llm.md)")
+    p.add_argument("--no-llm-proxy", action="store_true",
+                   help="run without the LLM proxy: the agent process reaches no LLM server (an agent may still "
+                        "run a model in its own process); its LLM use is then what the agent reports")
     p.add_argument("--llm-budget", metavar="calls=N,tokens=M",
                    help="per-episode LLM budget enforced by the proxy (over it: HTTP 429, and the episode ends "
                         "agent_error 'LLM budget exceeded'); replaces the suite's [llm] budget (non-standard)")
@@ -100,7 +102,11 @@ def run(args) -> int:
         except ValueError as exc:
             raise UserError(str(exc)) from None
     upstream = args.llm_upstream
-    if upstream is None and (args.trajectories or budget):
+    if args.no_llm_proxy:
+        if upstream or args.trajectories or args.llm_budget:
+            raise UserError("--no-llm-proxy turns off what --llm-upstream, --trajectories and --llm-budget need; "
+                            "drop one side")
+    elif upstream is None and not args.llm_endpoint:
         upstream = "embedded"
     if upstream is not None and upstream != "embedded" and not upstream.startswith(("http://", "https://")):
         raise UserError(f"--llm-upstream {upstream!r} is not an http(s) URL; give one such as "
@@ -108,6 +114,11 @@ def run(args) -> int:
     if upstream is not None and args.llm_endpoint:
         raise UserError("--llm-endpoint and the LLM proxy exclude each other: the proxy forwards to --llm-upstream; "
                         "pass --llm-upstream URL instead of --llm-endpoint")
+    if upstream is None and (args.trajectories or budget):
+        what = "--trajectories" if args.trajectories else "the LLM budget" + (
+            "" if args.llm_budget else f" of suite {suite.name} ([llm] table)")
+        fix = "drop --no-llm-proxy" if args.no_llm_proxy else "pass --llm-upstream URL instead of --llm-endpoint"
+        raise UserError(f"{what} needs the LLM proxy; {fix}")
     cfg = EvalConfig(
         suite=suite, agent_path=args.agent, out=args.out, tasks=tasks,
         runs=args.runs or suite.runs, episodes_override=args.episodes,

@@ -50,9 +50,8 @@ def register(sub) -> None:
                    help="do not rebuild missing artifacts (artifacts.json); stop instead")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
     p.add_argument("--llm-upstream", metavar="URL",
-                   help="the OpenAI-compatible upstream behind the LLM proxy for the re-run (default: 'embedded', "
-                        "the SmolLM2 served by polar_bench); the proxy runs when the results used it or the "
-                        "suite has an [llm] budget")
+                   help="the OpenAI-compatible upstream behind the LLM proxy that the re-run agent runs behind "
+                        "(default: 'embedded', the SmolLM2 served by polar_bench, started at its first call)")
     p.add_argument("--leaderboard", default="leaderboard", metavar="DIR",
                    help="the leaderboard folder whose entry records the outcome (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="plain progress lines instead of a bar")

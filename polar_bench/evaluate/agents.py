@@ -302,6 +302,7 @@ class IsolatedAgents:
         self.llm_endpoint = ("127.0.0.1", PROXY_PORT) if proxy is not None else llm_endpoint
         self._forwarder: _Forwarder | None = None
         self._proxy_server: Any = None
+        self._proxy_port = PROXY_PORT  # where the agent reaches the proxy (see start)
         self._channel: socket.socket | None = None
         self.memory_mb = memory_mb
         self.max_processes = max_processes
@@ -369,7 +370,14 @@ class IsolatedAgents:
             raise AgentLoadError("the agent process sent an unreadable greeting; it must not write to its "
                                  "protocol pipes")
         self.layers = {str(k): str(v) for k, v in hello["layers"].items()}
-        if self._channel is not None and self.llm_endpoint is not None:
+        netns = self.layers.get("network_namespace", "").startswith("on")
+        if self.proxy is not None and not netns:
+            # the host's network (--agent-network, or a kernel without network namespaces): the proxy
+            # listens on a free 127.0.0.1 port of the host, still reached with the slot's token only
+            self._proxy_server = self.proxy.serve()
+            self._proxy_port = int(self._proxy_server.server_address[1])
+        elif self._channel is not None and self.llm_endpoint is not None:
+            self._proxy_port = PROXY_PORT
             self._channel.settimeout(10)
             try:
                 _, fds, _, _ = socket.recv_fds(self._channel, 16, 1)
@@ -541,7 +549,7 @@ class IsolatedAgents:
             self.start()
         self._next += 1
         token = self.proxy.new_token() if self.proxy is not None else None
-        base = f"http://127.0.0.1:{PROXY_PORT}/a/{token}/v1" if token is not None else None
+        base = f"http://127.0.0.1:{self._proxy_port}/a/{token}/v1" if token is not None else None
         try:
             reply = self._call(b"M", {"slot": self._next, "task": task.to_json(), "run": int(run), "llm_base": base,
                                       "llm_grammar": self.proxy is not None and self.proxy.grammar},

@@ -58,8 +58,9 @@ class EvalConfig:
     agent_memory_mb: int | None = None  # address-space limit of each agent process (None: the default)
     agent_network: bool = False  # keep the host network for the agent; recorded
     llm_endpoint: tuple[str, int] | None = None  # (host, port) the agent may reach at 127.0.0.1:port
-    # the LLM proxy (polar_bench.llm.proxy): on when llm_upstream is set ("embedded": the SmolLM2 served here)
-    llm_upstream: str | None = None
+    # the LLM proxy (polar_bench.llm.proxy) forwards to this upstream: "embedded" (the SmolLM2 that each
+    # worker serves at its first LLM call) or a URL; None: no proxy (--no-llm-proxy, --llm-endpoint)
+    llm_upstream: str | None = "embedded"
     llm_budget: dict | None = None  # {"calls_per_episode": N | None, "tokens_per_episode": M | None}
     trajectories: str | None = None  # folder of the per-episode trajectory files
     llm_grammar: bool = False  # the upstream takes llama.cpp's "grammar" field (the embedded one does)

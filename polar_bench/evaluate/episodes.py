@@ -112,8 +112,9 @@ class _Lane:
 
 _NO_NETWORK = ("Network is unreachable", "Temporary failure in name resolution", "Name or service not known",
                "No address associated with hostname")
-NO_NETWORK_HINT = ("\n(the agent process has no network: name the LLM endpoint it calls with --llm-endpoint URL, "
-                   "or pass --agent-network to give it the host's network; see docs/evaluate.md)")
+NO_NETWORK_HINT = ("\n(the agent process has no network but the LLM proxy at OPENAI_BASE_URL: send LLM calls there "
+                   "and name the model behind it with --llm-upstream URL, or pass --agent-network to give the "
+                   "agent the host's network; see docs/evaluate.md)")
 
 
 def _record(lane: _Lane, status: str = "ok", error: str | None = None) -> dict:
@@ -434,12 +435,13 @@ class EpisodeRunner:
 
     def _llm_record(self, rec: dict, calls: EpisodeCalls) -> None:
         """Put the proxy's count of the episode's LLM calls in its record (over the agent's own, unless
-        the proxy saw no call and the agent reports an LLM of its own), end an episode that went over
+        the proxy saw no call: then the agent's own report, marked so, or nothing), end an episode that went over
         its LLM budget with agent_error, and write its trajectory file."""
-        if calls.calls or not isinstance(rec.get("llm"), dict):
+        if calls.calls or calls.refused:
             rec["llm"] = calls.usage()
-        else:  # the agent's own count (an LLM in its process): say so, whatever it claimed
+        elif isinstance(rec.get("llm"), dict):  # the agent's own count (an LLM in its process): say so
             rec["llm"] = {**rec["llm"], "source": "agent"}
+        # no call and no claim: an agent without an LLM, whose records stay as they were without the proxy
         if calls.exceeded and rec["status"] == "ok":
             rec["status"], rec["error"] = "agent_error", calls.exceeded
             rec.pop("digest", None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import platform
@@ -84,20 +83,6 @@ def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str
             ray.shutdown()
 
 
-def _drive_with_upstream(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str | None:
-    """`_drive`, with the embedded LLM served for the proxy while it runs when the upstream is "embedded"."""
-    if cfg.llm_upstream != "embedded":
-        return _drive(cfg, todo, options, record, on_reply)
-    from ..llm.server import EmbeddedServer
-
-    with EmbeddedServer() as url:
-        served = dataclasses.replace(cfg, llm_upstream=url, llm_grammar=True)
-        try:
-            return _drive(served, todo, options, record, on_reply)
-        finally:
-            cfg.replaced_workers = served.replaced_workers
-
-
 def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
     ok, 1: some episode failed). User errors raise `UserError`."""
@@ -149,7 +134,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     interrupted = False
     try:
         if todo:
-            fatal = _drive_with_upstream(cfg, todo, options, record, on_reply)
+            fatal = _drive(cfg, todo, options, record, on_reply)
     except KeyboardInterrupt:
         interrupted = True
     finally:

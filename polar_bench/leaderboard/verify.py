@@ -152,7 +152,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     recorded on (None when the results are not on the leaderboard, or ``leaderboard`` is None). A
     needed artifact that cannot be checked or rebuilt raises `ArtifactError` after a
     ``not_verifiable`` record was appended to the entry. ``llm_upstream``: the upstream of the LLM proxy
-    (default "embedded"), which runs when the results used it or the suite has an [llm] budget."""
+    that the re-run agent always runs behind (default "embedded", started at its first call)."""
     fraction, probability = guarantee
     if sample is not None and sample < 1:
         raise UserError(f"--sample must be at least 1; got {sample}")
@@ -216,9 +216,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         tolerance = 0.0 if deterministic else STOCHASTIC_TOLERANCE
     config = data.get("config", {})
     chosen_tasks = [t for t in suite.tasks if any(k[0] == t.id for k in keys)]
-    proxied = (data.get("isolation") or {}).get("llm_proxy")
-    if llm_upstream is None and (proxied or suite.llm):
-        llm_upstream = "embedded"
+    llm_upstream = llm_upstream or "embedded"  # the agent always runs behind the LLM proxy
     with tempfile.TemporaryDirectory(prefix="polar_bench_verify_") as tmp:
         cfg = _SampleConfig(
             suite=suite, agent_path=str(agent_path), out=str(Path(tmp) / "rerun.json"), tasks=chosen_tasks,

@@ -137,6 +137,10 @@ class EmbeddedBackend:
             self._model = _load(self.path, self.n_ctx, self.n_threads)
         return self._model
 
+    def loaded(self):
+        """(the llama_cpp.Llama model, the lock that serializes its use), loading it at the first call."""
+        return self._get()
+
     def token_count(self, text: str) -> int:
         model, lock = self._get()
         with lock:

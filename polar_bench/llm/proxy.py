@@ -21,6 +21,11 @@ episode, which the worker then ends with ``agent_error`` "LLM budget exceeded". 
 with the tokens of the original answer (so the counts do not depend on the cache) and ~0 seconds.
 Where the agent sends no ``seed``, the proxy sends the episode seed, so that sampling upstreams
 that honour seeds are reproducible.
+
+Upstream ``"embedded"``: the SmolLM2 of ``python -m polar_bench.llm.server``, started by the proxy in a
+process of its own at the first call that needs it (so a worker whose agent never calls an LLM loads
+no model) and stopped by `shutdown`. It returns prompt and completion token ids and the sampled
+tokens' logprobs, which the trajectory lines keep.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ import secrets
 import socket
 import threading
 import time
+import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -46,6 +52,7 @@ UPSTREAM_TIMEOUT_S = 300.0
 CACHE_ENTRIES = 4096
 MAX_CONNECTIONS = 64  # open connections per served address; more are closed at once (a thread each)
 ENDPOINTS = ("chat/completions", "completions")
+EMBEDDED = "embedded"  # the upstream name of the SmolLM2 that polar_bench serves (polar_bench.llm.server)
 
 
 @dataclass(frozen=True)
@@ -118,15 +125,16 @@ class LLMProxy:
 
     def __init__(self, upstream: str, *, budget: LLMBudget | None = None, trace: bool = False,
                  cache: bool = True, timeout: float = UPSTREAM_TIMEOUT_S, grammar: bool = False):
-        parts = urlsplit(upstream)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"LLM upstream {upstream!r} is not an http(s) URL; give one such as "
-                             f"http://127.0.0.1:8080/v1")
-        self.upstream = upstream.rstrip("/")
-        self._scheme, self._host = parts.scheme, parts.hostname
-        self._port = parts.port or (443 if parts.scheme == "https" else 80)
-        self._prefix = parts.path.rstrip("/")
+        self._embedded: Any = None  # the EmbeddedServer of upstream "embedded", started at the first call
+        self.model_sha256: str | None = None  # the sha256 of the embedded upstream's model file
+        self._lazy = upstream == EMBEDDED
+        if self._lazy:
+            grammar = True  # llama.cpp takes the grammar field
+            self.upstream = EMBEDDED
+        else:
+            self._target(upstream)
         self.budget = budget or LLMBudget()
+        self._start_lock = threading.Lock()
         self.grammar = grammar  # the upstream takes llama.cpp's "grammar" field (told to polar_bench.llm clients)
         self.trace = trace
         self.timeout = timeout
@@ -136,6 +144,41 @@ class LLMProxy:
         self._episodes: dict[Any, EpisodeCalls] = {}
         self._local = threading.local()
         self._servers: list[ThreadingHTTPServer] = []
+
+    def _target(self, upstream: str) -> None:
+        parts = urlsplit(upstream)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"LLM upstream {upstream!r} is not an http(s) URL; give one such as "
+                             f"http://127.0.0.1:8080/v1, or 'embedded'")
+        self.upstream = upstream.rstrip("/")
+        self._scheme, self._host = parts.scheme, parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._prefix = parts.path.rstrip("/")
+
+    def _ensure_upstream(self) -> None:
+        """Start the embedded upstream at the first call that needs it (an agent that never calls an
+        LLM costs no model load)."""
+        if not self._lazy:
+            return
+        with self._start_lock:
+            if not self._lazy:
+                return
+            from .server import EmbeddedServer
+
+            server = EmbeddedServer()
+            try:
+                url = server.start()
+            except Exception as exc:  # noqa: BLE001 - any failure is the upstream's, told to the agent
+                raise _HTTPError(502, f"the embedded LLM upstream could not start: {exc}"[:600],
+                                 "upstream_error") from None
+            self._embedded = server
+            self._target(url)
+            self._lazy = False
+            try:  # the served file's identity, for the trajectory lines
+                with urllib.request.urlopen(url + "/models", timeout=10) as r:
+                    self.model_sha256 = json.load(r)["data"][0].get("sha256")
+            except (OSError, ValueError, KeyError, IndexError, TypeError):
+                self.model_sha256 = None
 
     # ------------------------------------------------------------------ the worker's side
     def new_token(self) -> str:
@@ -199,6 +242,10 @@ class LLMProxy:
     def shutdown(self) -> None:
         for server in list(self._servers):
             self.stop(server)
+        with self._start_lock:
+            embedded, self._embedded = self._embedded, None
+        if embedded is not None:
+            embedded.stop()
 
     # ------------------------------------------------------------------ the calls
     def _episode_of(self, token: str) -> EpisodeCalls:
@@ -223,6 +270,7 @@ class LLMProxy:
         return conn
 
     def _upstream(self, method: str, endpoint: str, body: bytes | None, headers: dict) -> tuple[int, bytes]:
+        self._ensure_upstream()
         for attempt in (1, 2):  # a kept-alive connection the upstream closed meanwhile: one fresh try
             conn = self._connection()
             try:
@@ -294,14 +342,14 @@ class LLMProxy:
             ep.cache_hits += hit is not None
             if self.trace:
                 ep.lines.append(_line(ep, endpoint, body, reply, prompt_tokens, completion_tokens, seconds,
-                                      hit is not None))
+                                      hit is not None, self.model_sha256))
         if stream:
             return 200, _as_events(endpoint, reply, stream_options), "text/event-stream"
         return 200, json.dumps(reply).encode(), "application/json"
 
 
 def _line(ep: EpisodeCalls, endpoint: str, body: dict, reply: dict, prompt_tokens: int, completion_tokens: int,
-          seconds: float, cached: bool) -> dict:
+          seconds: float, cached: bool, model_sha256: str | None = None) -> dict:
     """One trajectory line (see docs/llm.md for the schema)."""
     choice = (reply.get("choices") or [{}])[0]
     message = choice.get("message") or {}
@@ -312,8 +360,10 @@ def _line(ep: EpisodeCalls, endpoint: str, body: dict, reply: dict, prompt_token
             "params": request, "completion": text, "finish_reason": choice.get("finish_reason"),
             "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
             "prompt_token_ids": reply.get("prompt_token_ids") or choice.get("prompt_token_ids"),
-            "completion_token_ids": choice.get("token_ids"), "logprobs": choice.get("logprobs"),
-            "model": reply.get("model"), "seconds": round(seconds, 6), "cached": cached}
+            "completion_token_ids": choice.get("token_ids"), "completion_logprobs": choice.get("token_logprobs"),
+            "logprobs": choice.get("logprobs"),
+            "model": reply.get("model"), "model_sha256": model_sha256, "seconds": round(seconds, 6),
+            "cached": cached}
 
 
 def _as_events(endpoint: str, reply: dict, stream_options: Any) -> bytes:
@@ -367,8 +417,10 @@ class _BoundedServer(ThreadingHTTPServer):
             self._slots.release()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    owner: LLMProxy
+class JSONHandler(BaseHTTPRequestHandler):
+    """The HTTP/1.1 handler base of the proxy and of the embedded upstream: silent, no Nagle delay,
+    `_send` of one whole body."""
+
     protocol_version = "HTTP/1.1"
     timeout = 60  # seconds a client may take to send its request
 
@@ -381,19 +433,23 @@ class _Handler(BaseHTTPRequestHandler):
         # until the client's delayed ACK of the headers (~40 ms a call)
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def _route(self) -> tuple[str, str]:
-        parts = self.path.split("?", 1)[0].split("/")
-        # /a/<token>/v1/<endpoint...>
-        if len(parts) < 5 or parts[1] != "a" or parts[3] != "v1":
-            raise _HTTPError(404, f"no such path {self.path[:200]!r}: use OPENAI_BASE_URL as given", "not_found")
-        return parts[2], "/".join(parts[4:])
-
     def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+
+class _Handler(JSONHandler):
+    owner: LLMProxy
+
+    def _route(self) -> tuple[str, str]:
+        parts = self.path.split("?", 1)[0].split("/")
+        # /a/<token>/v1/<endpoint...>
+        if len(parts) < 5 or parts[1] != "a" or parts[3] != "v1":
+            raise _HTTPError(404, f"no such path {self.path[:200]!r}: use OPENAI_BASE_URL as given", "not_found")
+        return parts[2], "/".join(parts[4:])
 
     def _fail(self, err: _HTTPError) -> None:
         self._send(err.status, json.dumps({"error": {"message": err.message, "type": err.kind,
