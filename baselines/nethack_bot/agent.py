@@ -308,7 +308,7 @@ class NetHackBot:
 
         # Food on the floor (Eat): stand on it and eat.
         if self.task_name == "Eat":
-            food = self._food_mask(glyphs, chars, level)
+            food = self._food_mask(glyphs, chars, level, turn)
             if food[pos] and pos not in level.tried_food and self._can_eat(200, hunger_state == 0):
                 self.last_move, self.want_orange = None, False
                 return self._press("e")
@@ -392,10 +392,12 @@ class NetHackBot:
                 return dy, dx
         return None
 
-    def _food_mask(self, glyphs: np.ndarray, chars: np.ndarray, level: Level) -> np.ndarray:
+    def _food_mask(self, glyphs: np.ndarray, chars: np.ndarray, level: Level, turn: int) -> np.ndarray:
         mask = (chars == ord("%")) & (glyphs >= OBJ_OFF) & (glyphs < CMAP_OFF)  # food objects
-        for (y, x, g), (_, fresh) in level.corpses.items():
-            if fresh and glyphs[y, x] == g and self._corpse_ok(g):
+        for (y, x, g), (seen, fresh) in level.corpses.items():
+            fresh = fresh and turn - seen < 40
+            # Where the bot stands the map shows the bot, not the corpse: trust the record there.
+            if fresh and (glyphs[y, x] == g or glyphs[y, x] < PET_OFF) and self._corpse_ok(g):
                 mask[y, x] = True
         for p in level.tried_food:
             mask[p] = False
