@@ -135,7 +135,7 @@ class Level:
     def __init__(self) -> None:
         self.visited = np.zeros((ROWS, COLS), dtype=bool)
         self.searched = np.zeros((ROWS, COLS), dtype=np.int16)
-        self.blocked = np.zeros((ROWS, COLS), dtype=bool)
+        self.blocked = np.zeros((ROWS, COLS), dtype=np.int32)  # blocked until this many steps on the level
         self.stairs = np.zeros((ROWS, COLS), dtype=bool)  # remembered: the bot hides them when on them
         self.tried_food: set[tuple[int, int]] = set()
         self.corpses: dict[tuple[int, int, int], tuple[int, bool]] = {}  # (y, x, glyph) -> (turn seen, fresh)
@@ -161,6 +161,7 @@ class NetHackBot:
         self.kick: tuple[int, int] | None = None  # direction of a door being kicked
         self.kicks = 0
         self.steps = 0
+        self.mode = ""  # what the last action was for (for debugging)
         self.hunger = 900  # estimate of NetHack's u.uhunger
         self.last_turn = 1
         self.pending_food = 0  # nutrition of what the bot has just been asked to eat
@@ -256,14 +257,14 @@ class NetHackBot:
 
         self._remember_corpses(glyphs, level, pos, turn)
         level.visited[pos] = True
-        if self.last_pos == pos and self.last_move is not None:
+        if self.last_pos == pos and self.last_move is not None and self.mode != "fight":
             self.stuck += 1
         else:
             self.stuck = 0
         if "This door is locked" in msg and self.last_move:
             self.kick, self.kicks = self.last_move, 0
         if "Welcome to" in msg and "'s" in msg:  # a shop's door: leave it alone
-            level.blocked[pos] = True
+            level.blocked[pos] = 10**6
         self.last_pos = pos
 
         # Kick a locked door open (a few tries), then give up on it.
@@ -275,7 +276,7 @@ class NetHackBot:
                 self.last_move = None
                 return self._press("^d")
             if self.kicks >= 6:
-                level.blocked[door] = True
+                level.blocked[door] = 10**6
             self.kick = None
 
         # Eat from the inventory when hungry (or, on Eat, while there is room for the oranges).
@@ -286,19 +287,20 @@ class NetHackBot:
         hp, hpmax = int(bl[BL_HP]), max(1, int(bl[BL_HPMAX]))
         hostile = self._adjacent_hostile(glyphs, pos)
         if hostile is not None:
+            self.mode = "fight"
             return self._move(hostile)
 
         walk = np.zeros((ROWS, COLS), dtype=bool)
         for y in range(ROWS):
             for x in range(COLS):
                 walk[y, x] = passable(int(glyphs[y, x]), int(chars[y, x]))
-        walk &= ~level.blocked
+        walk &= level.blocked <= level.steps
         for g in self.peaceful | self._avoid_glyphs():
             walk &= glyphs != g
         if self.stuck >= 3 and self.last_move is not None:
             ty, tx = pos[0] + self.last_move[0], pos[1] + self.last_move[1]
             if 0 <= ty < ROWS and 0 <= tx < COLS:
-                level.blocked[ty, tx] = True
+                level.blocked[ty, tx] = level.steps + 40  # a pet, a boulder, ...: try again later
                 walk[ty, tx] = False
             self.stuck = 0
         walk[pos] = True
@@ -314,6 +316,7 @@ class NetHackBot:
                 return self._press("e")
             target = nearest(dist, food & (dist <= 25))
             if target:
+                self.mode = "food"
                 return self._move(first_step(parent, pos, target))
 
         gold = (chars == ord("$")) & (glyphs >= OBJ_OFF) & (glyphs < CMAP_OFF)
@@ -321,6 +324,7 @@ class NetHackBot:
             reach = 40 if self.task_name == "Gold" else 8
             target = nearest(dist, gold & (dist <= reach))
             if target:
+                self.mode = "gold"
                 return self._move(first_step(parent, pos, target))
 
         stone = glyphs == STONE
@@ -337,8 +341,10 @@ class NetHackBot:
                 return self._press(">")
             target = nearest(dist, stairs)
             if target:
+                self.mode = "stairs"
                 return self._move(first_step(parent, pos, target))
         if frontier_target:
+            self.mode = "frontier"
             return self._move(first_step(parent, pos, frontier_target))
         if hp * 3 < hpmax:  # rest
             self.last_move = None
@@ -356,19 +362,23 @@ class NetHackBot:
         """Search for hidden doors and passages at the nearest promising spot not yet searched enough."""
         solid = (glyphs == STONE) | np.isin(glyphs - CMAP_OFF, list(range(1, 12)))
         score = neighbour_count(solid)
-        here = level.searched[pos] < 12 and score[pos] >= 3
-        if here:
-            y, x = pos
-            level.searched[max(0, y - 1):y + 2, max(0, x - 1):x + 2] += 1
-            self.last_move = None
-            return self._press("s")
-        for need in (5, 3):
-            target = nearest(dist, walk & (score >= need) & (level.searched < 12))
+        for need in (7, 5, 3):  # dead-end corridors first, then room corners, then along walls
+            spots = walk & (score >= need) & (level.searched < 12)
+            if spots[pos]:
+                y, x = pos
+                level.searched[max(0, y - 1):y + 2, max(0, x - 1):x + 2] += 1
+                self.last_move = None
+                self.mode = "search"
+                return self._press("s")
+            target = nearest(dist, spots)
             if target:
+                self.mode = "to-search"
                 return self._move(first_step(parent, pos, target))
-        # Nothing left to try: wander.
-        self.last_move = None
+        # Everything searched: start another round, and wander a step.
+        level.searched[:] = 0
+        level.blocked[level.blocked < 10**6] = 0
         dirs = [d for d in MOVES if walk[min(ROWS - 1, max(0, pos[0] + d[0])), min(COLS - 1, max(0, pos[1] + d[1]))]]
+        self.mode = "wander"
         return self._move(self.rng.choice(dirs)) if dirs else self._press("s")
 
     def _move(self, delta: tuple[int, int]) -> int:
