@@ -108,12 +108,27 @@ def bfs(walk: np.ndarray, start: tuple[int, int], doors: np.ndarray) -> tuple[np
     return dist, parent
 
 
+def path_to(parent: dict, start: tuple[int, int], goal: tuple[int, int]) -> list[tuple[int, int]]:
+    """The squares of the BFS path from ``start`` (excluded) to ``goal``."""
+    path = [goal]
+    while parent.get(path[-1], start) != start:
+        path.append(parent[path[-1]])
+    return path[::-1]
+
+
 def first_step(parent: dict, start: tuple[int, int], goal: tuple[int, int]) -> tuple[int, int]:
     """The (dy, dx) of the first move on the BFS path from ``start`` to ``goal``."""
-    node = goal
-    while parent.get(node) != start:
-        node = parent[node]
+    node = path_to(parent, start, goal)[0]
     return node[0] - start[0], node[1] - start[1]
+
+
+def straight_run(path: list[tuple[int, int]], start: tuple[int, int]) -> int:
+    """How many moves the path makes in its first direction before turning."""
+    dy, dx = path[0][0] - start[0], path[0][1] - start[1]
+    n = 1
+    while n < len(path) and (path[n][0] - path[n - 1][0], path[n][1] - path[n - 1][1]) == (dy, dx):
+        n += 1
+    return n
 
 
 def nearest(dist: np.ndarray, mask: np.ndarray) -> tuple[int, int] | None:
@@ -136,7 +151,8 @@ class Level:
         self.visited = np.zeros((ROWS, COLS), dtype=bool)
         self.searched = np.zeros((ROWS, COLS), dtype=np.int16)
         self.blocked = np.zeros((ROWS, COLS), dtype=np.int32)  # blocked until this many steps on the level
-        self.stairs = np.zeros((ROWS, COLS), dtype=bool)  # remembered: the bot hides them when on them
+        # Terrain (cmap index) last seen on each square: the bot, monsters and objects hide it.
+        self.terrain = np.zeros((ROWS, COLS), dtype=np.int32)
         self.tried_food: set[tuple[int, int]] = set()
         self.corpses: dict[tuple[int, int, int], tuple[int, bool]] = {}  # (y, x, glyph) -> (turn seen, fresh)
         self.steps = 0
@@ -256,6 +272,8 @@ class NetHackBot:
                 return answer
 
         self._remember_corpses(glyphs, level, pos, turn)
+        shown = (glyphs >= CMAP_OFF) & (glyphs < EXPLODE_OFF)
+        level.terrain[shown] = glyphs[shown] - CMAP_OFF
         level.visited[pos] = True
         if self.last_pos == pos and self.last_move is not None and self.mode != "fight":
             self.stuck += 1
@@ -285,7 +303,7 @@ class NetHackBot:
             return self._press("e")
 
         hp, hpmax = int(bl[BL_HP]), max(1, int(bl[BL_HPMAX]))
-        hostile = self._adjacent_hostile(glyphs, pos)
+        hostile = self._adjacent_hostile(glyphs, level.terrain, pos)
         if hostile is not None:
             self.mode = "fight"
             return self._move(hostile)
@@ -304,8 +322,7 @@ class NetHackBot:
                 walk[ty, tx] = False
             self.stuck = 0
         walk[pos] = True
-        cmap = glyphs - CMAP_OFF
-        doors = np.isin(cmap, list(DOOR_CMAP))
+        doors = np.isin(level.terrain, list(DOOR_CMAP))
         dist, parent = bfs(walk, pos, doors)
 
         # Food on the floor (Eat): stand on it and eat.
@@ -317,7 +334,7 @@ class NetHackBot:
             target = nearest(dist, food & (dist <= 25))
             if target:
                 self.mode = "food"
-                return self._move(first_step(parent, pos, target))
+                return self._go(parent, pos, target, walk)
 
         gold = (chars == ord("$")) & (glyphs >= OBJ_OFF) & (glyphs < CMAP_OFF)
         if self.task_name in ("Gold", "Score", "Scout"):
@@ -325,12 +342,11 @@ class NetHackBot:
             target = nearest(dist, gold & (dist <= reach))
             if target:
                 self.mode = "gold"
-                return self._move(first_step(parent, pos, target))
+                return self._go(parent, pos, target, walk)
 
         stone = glyphs == STONE
         frontier = walk & ~level.visited & (neighbour_count(stone) > 0)
-        level.stairs |= np.isin(cmap, list(DOWN_CMAP))
-        stairs = level.stairs
+        stairs = np.isin(level.terrain, list(DOWN_CMAP))
         healthy = hp * 2 >= hpmax
         descend = healthy and self.task_name != "Eat" or (self.task_name == "Eat" and self.steps < 900)
         frontier_target = nearest(dist, frontier)
@@ -342,10 +358,10 @@ class NetHackBot:
             target = nearest(dist, stairs)
             if target:
                 self.mode = "stairs"
-                return self._move(first_step(parent, pos, target))
+                return self._go(parent, pos, target, walk)
         if frontier_target:
             self.mode = "frontier"
-            return self._move(first_step(parent, pos, frontier_target))
+            return self._go(parent, pos, frontier_target, walk)
         if hp * 3 < hpmax:  # rest
             self.last_move = None
             return self._press("s")
@@ -373,13 +389,28 @@ class NetHackBot:
             target = nearest(dist, spots)
             if target:
                 self.mode = "to-search"
-                return self._move(first_step(parent, pos, target))
+                return self._go(parent, pos, target, walk)
         # Everything searched: start another round, and wander a step.
         level.searched[:] = 0
         level.blocked[level.blocked < 10**6] = 0
         dirs = [d for d in MOVES if walk[min(ROWS - 1, max(0, pos[0] + d[0])), min(COLS - 1, max(0, pos[1] + d[1]))]]
         self.mode = "wander"
         return self._move(self.rng.choice(dirs)) if dirs else self._press("s")
+
+    def _go(self, parent: dict, pos: tuple[int, int], target: tuple[int, int], walk: np.ndarray) -> int:
+        """Step along the path to ``target``; where the path runs straight for 3 or more squares up to
+        something it cannot enter, one "move far" action covers it (NetHack stops it early at anything
+        interesting, never past the end), saving steps."""
+        path = path_to(parent, pos, target)
+        dy, dx = path[0][0] - pos[0], path[0][1] - pos[1]
+        n = straight_run(path, pos)
+        y, x = pos[0] + (n + 1) * dy, pos[1] + (n + 1) * dx
+        wall_after = not (0 <= y < ROWS and 0 <= x < COLS) or not walk[y, x]
+        far = MOVES[(dy, dx)].upper()
+        if n >= 3 and wall_after and far in self.key and self.task_name != "Eat":
+            self.last_move = (dy, dx)
+            return self._press(far)
+        return self._move((dy, dx))
 
     def _move(self, delta: tuple[int, int]) -> int:
         self.last_move = delta
@@ -389,7 +420,8 @@ class NetHackBot:
         return {i + off for i, (name, _, _) in enumerate(self.monsters) if name in AVOID_ATTACK
                 for off in (0, PET_OFF)}
 
-    def _adjacent_hostile(self, glyphs: np.ndarray, pos: tuple[int, int]) -> tuple[int, int] | None:
+    def _adjacent_hostile(self, glyphs: np.ndarray, terrain: np.ndarray,
+                          pos: tuple[int, int]) -> tuple[int, int] | None:
         avoid = self._avoid_glyphs()
         for dy, dx in MOVES:
             y, x = pos[0] + dy, pos[1] + dx
@@ -397,7 +429,7 @@ class NetHackBot:
                 continue
             g = int(glyphs[y, x])
             if g < PET_OFF and g not in self.peaceful and g not in avoid:
-                if dy and dx and (glyphs[pos] - CMAP_OFF in DOOR_CMAP or g - CMAP_OFF in DOOR_CMAP):
+                if dy and dx and (terrain[pos] in DOOR_CMAP or terrain[y, x] in DOOR_CMAP):
                     continue
                 return dy, dx
         return None
