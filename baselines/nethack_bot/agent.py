@@ -156,6 +156,7 @@ class Level:
         self.tried_food: set[tuple[int, int]] = set()
         self.corpses: dict[tuple[int, int, int], tuple[int, bool]] = {}  # (y, x, glyph) -> (turn seen, fresh)
         self.steps = 0
+        self.previous: np.ndarray | None = None  # the map on the bot's previous step here
 
 
 class NetHackBot:
@@ -271,7 +272,7 @@ class NetHackBot:
             if answer is not None:
                 return answer
 
-        self._remember_corpses(glyphs, level, pos, turn)
+        self._remember_corpses(glyphs, level, turn)
         shown = (glyphs >= CMAP_OFF) & (glyphs < EXPLODE_OFF)
         level.terrain[shown] = glyphs[shown] - CMAP_OFF
         level.visited[pos] = True
@@ -445,13 +446,17 @@ class NetHackBot:
             mask[p] = False
         return mask
 
-    def _remember_corpses(self, glyphs: np.ndarray, level: Level, pos: tuple[int, int], turn: int) -> None:
+    def _remember_corpses(self, glyphs: np.ndarray, level: Level, turn: int) -> None:
+        """Note the corpses on the map; one is fresh (safe to eat for a while) where the monster it
+        came from stood on the previous step: a kill, not a corpse found lying about."""
         ys, xs = np.nonzero((glyphs >= BODY_OFF) & (glyphs < RIDDEN_OFF))
         for y, x in zip(ys.tolist(), xs.tolist(), strict=True):
             k = (y, x, int(glyphs[y, x]))
-            if k not in level.corpses:  # fresh if it appeared close by (a kill), not one found lying about
-                level.corpses[k] = (turn, max(abs(y - pos[0]), abs(x - pos[1])) <= 3)
+            if k not in level.corpses:
+                fresh = level.previous is not None and int(level.previous[y, x]) == k[2] - BODY_OFF
+                level.corpses[k] = (turn, fresh)
                 level.tried_food.discard((y, x))
+        level.previous = glyphs
 
     def episode_info(self) -> dict:
         return {"nethack_bot": {"levels_visited": len(self.levels), "steps": self.steps}}
