@@ -60,7 +60,7 @@ FOOD_NUTRITION = {"food ration": 800, "cram ration": 600, "lembas wafer": 800, "
                   "C-ration": 300, "K-ration": 400}
 CHOKE_MARGIN = 1900  # NetHack chokes at 2000 when a meal was started while satiated
 # Steps spent on a level after which the bot heads for known downstairs, per task.
-LEVEL_BUDGET = {"Score": 0, "Gold": 250, "Scout": 180, "Eat": 400}
+LEVEL_BUDGET = {"Score": 0, "Gold": 400, "Scout": 180, "Eat": 400}
 
 
 def _monsters() -> list[tuple[str, int, int]]:
