@@ -181,7 +181,6 @@ class NetHackBot:
         self.mode = ""  # what the last action was for (for debugging)
         self.hunger = 900  # estimate of NetHack's u.uhunger
         self.last_turn = 1
-        self.pending_food = 0  # nutrition of what the bot has just been asked to eat
         self.orange_left = True
         self.want_orange = False  # the bot pressed e for an orange, not for floor food
 
@@ -292,7 +291,7 @@ class NetHackBot:
             if self.kicks < 6 and 0 <= door[0] < ROWS and 0 <= door[1] < COLS \
                     and glyphs[door] - CMAP_OFF in (15, 16):
                 self.kicks += 1
-                self.last_move = None
+                self.last_move, self.mode = None, "kick"
                 return self._press("^d")
             if self.kicks >= 6:
                 level.blocked[door] = 10**6
@@ -300,7 +299,7 @@ class NetHackBot:
 
         # Eat from the inventory when hungry (or, on Eat, while there is room for the oranges).
         if self.orange_left and self._eat_oranges_now(hunger_state):
-            self.last_move, self.want_orange = None, True
+            self.last_move, self.want_orange, self.mode = None, True, "eat"
             return self._press("e")
 
         hp, hpmax = int(bl[BL_HP]), max(1, int(bl[BL_HPMAX]))
@@ -330,7 +329,7 @@ class NetHackBot:
         if self.task_name == "Eat":
             food = self._food_mask(glyphs, chars, level, turn)
             if food[pos] and pos not in level.tried_food and self._can_eat(200, hunger_state == 0):
-                self.last_move, self.want_orange = None, False
+                self.last_move, self.want_orange, self.mode = None, False, "eat"
                 return self._press("e")
             target = nearest(dist, food & (dist <= 25))
             if target:
@@ -349,12 +348,12 @@ class NetHackBot:
         frontier = walk & ~level.visited & (neighbour_count(stone) > 0)
         stairs = np.isin(level.terrain, list(DOWN_CMAP))
         healthy = hp * 2 >= hpmax
-        descend = healthy and self.task_name != "Eat" or (self.task_name == "Eat" and self.steps < 900)
+        descend = healthy and (self.task_name != "Eat" or self.steps < 900)
         frontier_target = nearest(dist, frontier)
         level_done = frontier_target is None or level.steps > LEVEL_BUDGET[self.task_name]
         if descend and level_done and stairs.any():
             if stairs[pos]:
-                self.last_move = None
+                self.last_move, self.mode = None, "descend"
                 return self._press(">")
             target = nearest(dist, stairs)
             if target:
@@ -364,13 +363,13 @@ class NetHackBot:
             self.mode = "frontier"
             return self._go(parent, pos, frontier_target, walk)
         if hp * 3 < hpmax:  # rest
-            self.last_move = None
+            self.last_move, self.mode = None, "rest"
             return self._press("s")
         return self._search(glyphs, walk, dist, parent, level, pos)
 
     def _eat_oranges_now(self, hunger_state: int) -> bool:
-        # Save the oranges for the end (a meal started while not satiated cannot choke, so floor food
-        # is better eaten first) unless hungry.
+        # Any task: when hungry. Eat: whenever not satiated (a meal started then cannot choke), and in
+        # the last steps while the estimate leaves room.
         if hunger_state >= 2:
             return True
         return self.task_name == "Eat" and (self.steps >= 980 or (hunger_state == 1 and self.hunger < 900))
