@@ -23,6 +23,7 @@ Changes from v1 (docs/suites.md, "Suite v2"):
   random and human scores of ``polar_bench/data/atari100k`` as low and high, so results sit beside the
   published runs (``compare --published atari100k``).
 * 5 runs (at 3 the rescaled interval covers 92.8 %, under the 93 % bar of docs/scoring.md), ale-py pinned.
+* An ``[llm]`` budget per episode (1000 calls, 1M tokens), enforced by the LLM proxy.
 
 The seed stays v1's, so the tasks the suites share are played on the same episode seeds, and v1's
 measured random-agent lows (means over those seeds) carry over with their sources.
@@ -55,6 +56,10 @@ ATARI_SOURCE = ("{kind} score of {game} used by rliable's Atari 100k analysis (A
 SUCCESS_HIGH = {"value": 1.0, "source": "the goal reached in every episode (NLE's TASK_SUCCESSFUL verdict)",
                 "measured": False}
 DRAFT = {"value": 1e9, "source": "placeholder (draft)", "measured": True}
+# The per-episode LLM budget the proxy enforces (docs/suites.md, "LLM budget"): one call per step of the
+# longest non-Atari episode (NetHack's 1000-step limit), about 1000 tokens a call. An Atari agent (up to
+# 27,000 steps an episode) must therefore decide several steps per call.
+LLM_BUDGET = {"calls_per_episode": 1000, "tokens_per_episode": 1_000_000}
 
 
 def _v1_tasks() -> dict[str, dict[str, Any]]:
@@ -131,6 +136,7 @@ def render(task_tables: list[dict[str, Any]], draft: bool) -> str:
         "[pins]",
     ]
     lines += [f'{json.dumps(k)} = "{v}"' for k, v in PINS.items()]
+    lines += ["", "[llm]"] + [f"{k} = {v}" for k, v in LLM_BUDGET.items()]
     for name, desc, training, budget in [*v1.DOMAINS, ATARI_DOMAIN]:
         lines += ["", "[[domains]]", f"name = {json.dumps(name)}", f"description = {json.dumps(desc)}",
                   f"training = {json.dumps(training)}", f"budget = {json.dumps(budget)}"]
