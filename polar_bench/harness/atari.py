@@ -227,6 +227,12 @@ class AtariHarness(Harness):
         ale.reset_game()
         self._ale = ale
         self._start = ale.cloneState()  # the power-on state every episode starts from
+        # Some emulator state is not in a cloned state: a restore keeps it from before. Straight after
+        # loadROM it differs from its value once any frame has run, so without this frame the first
+        # episode of a harness played differently from every later one on the same seed (Qbert did;
+        # the other 25 games did not).
+        ale.act(ale_py.Action.NOOP)
+        ale.restoreState(self._start)
         action_set = list(ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet())
         self._actions = action_set
         self._noop = ale_py.Action.NOOP
