@@ -110,6 +110,10 @@ def test_advantages_group_by_task_and_seed():
     adv = T.advantages(s)
     assert adv[0] == pytest.approx(1.0, abs=1e-4) and adv[1] == pytest.approx(-1.0, abs=1e-4)
     assert adv[2] == adv[3] == 0.0   # no spread in the group: no signal
+    batch = T.advantages(s, "batch")   # one mean (0.5) and std over the task's four episodes
+    assert batch[0] > 0 > batch[1] and batch[2] == batch[3] == 0.0
+    with pytest.raises(ValueError):
+        T.advantages(s, "median")
 
 
 def _fake_rollout(trainer: T.Trainer, iteration: int, folder: Path) -> Path:
@@ -179,7 +183,8 @@ def test_training_suite_is_disjoint_from_evaluation_seeds(tiny):
     suite = parse_suite(tomllib.loads(T.suite_toml(good)))
     task = suite.task("babyai/GoToRedBall")
     assert list(task.seeds) == good.tasks[0].seeds and suite.runs == good.group_size
-    assert task.options == {"max_episode_steps": 20}
+    cap = good.tasks[0].max_episode_steps
+    assert task.options == ({"max_episode_steps": cap} if cap else {})
 
 
 def test_one_iteration_through_evaluate_and_the_proxy(tiny, tmp_path):

@@ -69,6 +69,7 @@ class Config:
     model: str = "smollm2"
     tasks: list[TaskSpec] = field(default_factory=list)
     group_size: int = 2          # runs per (task, seed): the group of the baseline
+    baseline: str = "group"      # "group": mean/std over the runs of a (task, seed); "batch": over the task's batch
     iterations: int = 4
     lr: float = 1e-4
     trainable_layers: int = 2
@@ -199,9 +200,12 @@ def load_trajectories(folder: str | Path, tokenizer: Any) -> tuple[list[Sample],
     return samples, episodes
 
 
-def advantages(samples: list[Sample], eps: float = 1e-6) -> list[float]:
-    """Per sample: its episode's return minus the mean over its group (same task and seed, the runs),
-    divided by the group's std (when > 0). Groups of one fall back to the task's batch mean."""
+def advantages(samples: list[Sample], baseline: str = "group", eps: float = 1e-6) -> list[float]:
+    """Per sample: its episode's return minus the mean over its group (``group``: same task and seed,
+    the runs; ``batch``: all episodes of the task in the batch), divided by the group's std (when > 0,
+    else no signal). Groups of one fall back to the task's batch."""
+    if baseline not in ("group", "batch"):
+        raise ValueError(f"baseline must be 'group' or 'batch', not {baseline!r}")
     ep_ret: dict[tuple[str, int, int], float] = {(s.task, s.seed, s.run): s.ret for s in samples}
     groups: dict[tuple[str, int], list[float]] = defaultdict(list)
     by_task: dict[str, list[float]] = defaultdict(list)
@@ -210,7 +214,7 @@ def advantages(samples: list[Sample], eps: float = 1e-6) -> list[float]:
         by_task[task].append(r)
     out = []
     for s in samples:
-        g = groups[(s.task, s.seed)] if len(groups[(s.task, s.seed)]) > 1 else by_task[s.task]
+        g = groups[(s.task, s.seed)] if baseline == "group" and len(groups[(s.task, s.seed)]) > 1 else by_task[s.task]
         mean, std = float(np.mean(g)), float(np.std(g))
         out.append((s.ret - mean) / (std + eps) if std > 0 else 0.0)
     return out
@@ -355,7 +359,7 @@ class Trainer:
         traj = self.rollout(self, it, folder)
         samples, episodes = load_trajectories(traj, self.tok)
         t1 = time.perf_counter()
-        stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples),
+        stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples, self.cfg.baseline),
                                self.cfg.minibatch, self.cfg.max_grad_norm)
         t2 = time.perf_counter()
         self.elapsed += t2 - t0
