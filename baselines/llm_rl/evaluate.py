@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--weights", help="a checkpoint of baselines.llm_rl.train (default: the base model)")
     ap.add_argument("--out", required=True, help="the results file")
     ap.add_argument("--trajectories", help="default: <out without .json>.trajectories/")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     model, tok = load_model(args.model)
