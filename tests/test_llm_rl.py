@@ -104,6 +104,31 @@ def test_reinforce_step_raises_the_rewarded_completion(tiny):
     assert not frozen.requires_grad
 
 
+def test_update_over_kept_hidden_states_matches_the_full_model(tiny):
+    model, tok = _load(tiny)
+    T.trainable_parameters(model, 1)
+    capture = M.HiddenCapture(model, model.config.num_hidden_layers - 1)
+    policy = M.Policy(model, tok, capture=capture)
+    ids = M.prompt_ids(tok, prompt(VIEW, MENU))
+    samples = []
+    for seed in range(6):
+        out = policy.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=seed)
+        samples.append((ids, out.token_ids, MENU, 1.0))
+    assert capture.store   # what the server kept for the update
+
+    def run(cap):
+        model.zero_grad(set_to_none=True)
+        lp = M.sequence_logprobs(model, tok, samples, cap)
+        lp.sum().backward()
+        return lp.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    lp_full, g_full = run(None)
+    lp_top, g_top = run(capture)
+    assert torch.allclose(lp_full, lp_top, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_full, g_top, strict=True))
+    assert any(float(g.abs().sum()) > 0 for g in g_top)
+
+
 def test_advantages_group_by_task_and_seed():
     mk = lambda seed, run, r: T.Sample("t", seed, run, [1], [2], None, 1.0, None, r)  # noqa: E731
     s = [mk(1, 0, 1.0), mk(1, 1, 0.0), mk(2, 0, 0.5), mk(2, 1, 0.5)]

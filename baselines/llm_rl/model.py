@@ -152,10 +152,11 @@ class Sampled:
 class Policy:
     """A model and tokenizer with a lock: ``complete`` answers one request (constrained or not)."""
 
-    def __init__(self, model: Any, tokenizer: Any, salt: int = 0) -> None:
+    def __init__(self, model: Any, tokenizer: Any, salt: int = 0, capture: HiddenCapture | None = None) -> None:
         self.model, self.tokenizer, self.salt = model, tokenizer, salt
         self.lock = threading.Lock()
         self._tries: dict[tuple[str, ...], ChoiceTrie] = {}
+        self.capture = capture   # keeps the input of the trained layers for every sequence served
 
     def trie(self, choices: list[str]) -> ChoiceTrie:
         key = tuple(choices)
@@ -177,7 +178,10 @@ class Policy:
         finish = "length"
         with self.lock:
             self.model.eval()
+            if self.capture is not None:
+                self.capture.start()
             logits, cache = _forward(self.model, ids, None)
+            fed = list(ids)
             pending: list[int] = []
             while True:
                 if trie is not None:
@@ -194,6 +198,7 @@ class Policy:
                 else:
                     if pending:
                         logits, cache = _forward(self.model, pending, cache)
+                        fed += pending
                         pending = []
                     lp = masked_logprobs(logits, allowed, temperature if temperature > 0 else 1.0)
                     if temperature > 0:
@@ -207,6 +212,8 @@ class Policy:
                 if tok == eos:
                     finish = "stop"
                     break
+            if self.capture is not None:
+                self.capture.stop(fed)
         if trie is not None:
             text = trie.text_of(out)
         else:
@@ -220,34 +227,109 @@ def _forward(model: Any, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]
     return res.logits[0, -1], res.cache
 
 
-def sequence_logprobs(model: Any, tokenizer: Any, samples: list[tuple[list[int], list[int], list[str] | None, float]],
-                      ) -> torch.Tensor:
-    """Sum of log pi(completion | prompt) for each (prompt ids, completion ids, choices, temperature),
-    under the same masks and temperature as sampling, in one right-padded batch (differentiable)."""
-    pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
-    seqs = [p + c[:-1] for p, c, _, _ in samples]
-    width = max(len(s) for s in seqs)
-    x = torch.full((len(seqs), width), pad, dtype=torch.long)
-    att = torch.zeros((len(seqs), width), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        x[i, :len(s)] = torch.tensor(s)
-        att[i, :len(s)] = 1
-    hidden = model.model(input_ids=x, attention_mask=att, use_cache=False).last_hidden_state
-    rows = [(i, len(p) - 1 + t) for i, (p, c, _, _) in enumerate(samples) for t in range(len(c))]
-    logits = model.lm_head(hidden[[r[0] for r in rows], [r[1] for r in rows]])   # only where a token is scored
-    at = {r: k for k, r in enumerate(rows)}
+class HiddenCapture:
+    """Keeps, for every sequence the policy serves, the hidden states entering decoder layer ``layer``
+    (the first trained one), so that the update runs only the trained layers over them instead of the
+    whole model again (on CPU the frozen layers are most of the cost). Keyed by the token ids fed."""
+
+    def __init__(self, model: Any, layer: int) -> None:
+        self.layer = layer
+        self.store: dict[tuple[int, ...], torch.Tensor] = {}
+        self._parts: list[torch.Tensor] | None = None
+        model.model.layers[layer].register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module: Any, args: tuple, kwargs: dict) -> None:
+        if self._parts is not None:
+            h = args[0] if args else kwargs["hidden_states"]
+            self._parts.append(h[0].detach().clone())
+
+    def start(self) -> None:
+        self._parts = []
+
+    def stop(self, fed: list[int]) -> None:
+        parts, self._parts = self._parts, None
+        if parts:
+            self.store[tuple(fed)] = torch.cat(parts, dim=0)
+
+    def get(self, model: Any, ids: list[int]) -> torch.Tensor:
+        """The hidden states entering the layer for ``ids``: a stored prefix-exact entry, else computed."""
+        key = tuple(ids)
+        if key not in self.store:
+            self.start()
+            with torch.no_grad():
+                model.model(input_ids=torch.tensor([ids]), use_cache=False)
+            self.stop(ids)
+        return self.store[key]
+
+    def clear(self) -> None:
+        self.store.clear()
+
+
+def scored_positions(trie: ChoiceTrie | None, completion: list[int], vocab: int) -> list[tuple[int, list[int]]]:
+    """(t, allowed tokens) for each completion token that was a choice (more than one allowed token);
+    forced tokens have log-probability 0 and no gradient."""
     out = []
-    vocab = logits.shape[-1]
-    for i, (p, c, choices, temp) in enumerate(samples):
+    for t in range(len(completion)):
+        allowed = trie.allowed(completion[:t]) if trie is not None else list(range(vocab))
+        if len(allowed) > 1:
+            out.append((t, allowed))
+    return out
+
+
+def sequence_logprobs(model: Any, tokenizer: Any, samples: list[tuple[list[int], list[int], list[str] | None, float]],
+                      capture: HiddenCapture | None = None) -> torch.Tensor:
+    """Sum of log pi(completion | prompt) for each (prompt ids, completion ids, choices, temperature),
+    under the same masks and temperature as sampling (differentiable). Without ``capture``: the whole
+    model over a right-padded batch. With it: only the layers from ``capture.layer`` up, over the
+    hidden states the server kept (or computes once), in a right-padded batch."""
+    vocab = int(model.config.vocab_size)
+    plans = []
+    for p, c, choices, temp in samples:
         trie = ChoiceTrie.build(tokenizer, choices) if choices else None
-        total = logits.new_zeros(())
-        for t, tok in enumerate(c):
-            row = logits[at[(i, len(p) - 1 + t)]]
-            allowed = trie.allowed(c[:t]) if trie is not None else list(range(vocab))
-            lp = masked_logprobs(row, allowed, temp if temp > 0 else 1.0)
-            total = total + lp[allowed.index(tok)]
+        scored = scored_positions(trie, c, vocab)
+        last = scored[-1][0] if scored else 0
+        plans.append((p + c[:last], scored, temp))   # the positions whose outputs score some token
+    width = max(len(seq) for seq, _, _ in plans)
+    att = torch.zeros((len(plans), width), dtype=torch.long)
+    for i, (seq, _, _) in enumerate(plans):
+        att[i, :len(seq)] = 1
+    if capture is None:
+        pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+        x = torch.full((len(plans), width), pad, dtype=torch.long)
+        for i, (seq, _, _) in enumerate(plans):
+            x[i, :len(seq)] = torch.tensor(seq)
+        hidden = model.model(input_ids=x, attention_mask=att, use_cache=False).last_hidden_state
+    else:
+        hidden = _top_layers(model, capture, [seq for seq, _, _ in plans], att)
+    out = []
+    for i, (p, c, _, _) in enumerate(samples):
+        _, scored, temp = plans[i]
+        total = hidden.new_zeros(())
+        if scored:
+            rows = hidden[i, [len(p) - 1 + t for t, _ in scored]]
+            logits = model.lm_head(rows)
+            for k, (t, allowed) in enumerate(scored):
+                lp = masked_logprobs(logits[k], allowed, temp if temp > 0 else 1.0)
+                total = total + lp[allowed.index(c[t])]
         out.append(total)
     return torch.stack(out)
+
+
+def _top_layers(model: Any, capture: HiddenCapture, seqs: list[list[int]], att: torch.Tensor) -> torch.Tensor:
+    from transformers.masking_utils import create_causal_mask
+
+    width = att.shape[1]
+    parts = []
+    for seq in seqs:
+        h = capture.get(model, seq)
+        parts.append(torch.cat([h, h.new_zeros((width - h.shape[0], h.shape[1]))]) if h.shape[0] < width else h)
+    x = torch.stack(parts)
+    pos = torch.arange(width).unsqueeze(0).expand(len(seqs), -1)
+    mask = create_causal_mask(config=model.config, inputs_embeds=x, attention_mask=att, cache=None, position_ids=pos)
+    pe = model.model.rotary_emb(x, position_ids=pos)
+    for layer in model.model.layers[capture.layer:model.config.num_hidden_layers]:
+        x = layer(x, attention_mask=mask, position_embeddings=pe, position_ids=pos)
+    return model.model.norm(x)
 
 
 def trainable_parameters(model: Any, last_layers: int) -> list[str]:

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from .model import (
+    HiddenCapture,
     Policy,
     load_model,
     load_trained_state,
@@ -221,7 +222,8 @@ def advantages(samples: list[Sample], baseline: str = "group", eps: float = 1e-6
 
 
 def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
-                   adv: list[float], minibatch: int, max_grad_norm: float) -> dict[str, float]:
+                   adv: list[float], minibatch: int, max_grad_norm: float,
+                   capture: HiddenCapture | None = None) -> dict[str, float]:
     """One optimizer step on -mean(A * log pi(completion | prompt)); samples with A = 0 are skipped
     (they add nothing to the gradient) but count in the mean."""
     model.train()
@@ -232,11 +234,12 @@ def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
     diffs: list[float] = []
     for i in range(0, len(work), minibatch):
         chunk = work[i:i + minibatch]
-        lp = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature) for s, _ in chunk])
+        lp = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature) for s, _ in chunk],
+                               capture)
         a = torch.tensor([x for _, x in chunk], dtype=lp.dtype)
         loss = -(a * lp).sum() / n
         loss.backward()
-        loss_sum += float(loss)
+        loss_sum += float(loss.detach())
         diffs += [abs(float(v) - s.logprob) for v, (s, _) in zip(lp.detach(), chunk, strict=True)
                   if s.logprob is not None]
     params = [p for p in model.parameters() if p.requires_grad]
@@ -301,7 +304,9 @@ class Trainer:
         self.model, self.tok = model, tokenizer
         self.trained_names = trainable_parameters(self.model, cfg.trainable_layers)
         self.optimizer = torch.optim.Adam([p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr)
-        self.policy = Policy(self.model, self.tok)
+        # The update runs only the trained layers, over the hidden states the server kept while serving.
+        self.capture = HiddenCapture(self.model, self.model.config.num_hidden_layers - cfg.trainable_layers)
+        self.policy = Policy(self.model, self.tok, capture=self.capture)
         self.iteration = 0
         self.history: list[dict] = []
         self.server_ms = 0.0
@@ -360,7 +365,8 @@ class Trainer:
         samples, episodes = load_trajectories(traj, self.tok)
         t1 = time.perf_counter()
         stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples, self.cfg.baseline),
-                               self.cfg.minibatch, self.cfg.max_grad_norm)
+                               self.cfg.minibatch, self.cfg.max_grad_norm, self.capture)
+        self.capture.clear()
         t2 = time.perf_counter()
         self.elapsed += t2 - t0
         rets = [e.ret for e in episodes]
