@@ -98,8 +98,10 @@ def test_reinforce_step_raises_the_rewarded_completion(tiny):
     before = logp()
     stats = T.reinforce_step(model, tok, opt, samples, adv, minibatch=4, max_grad_norm=1.0)
     after = logp()
-    assert stats["samples_with_signal"] == 2
+    assert stats["samples_with_signal"] == 2 and stats["logprob_change_mean"] != 0.0
     assert after[0] > before[0] and after[1] < before[1]
+    with pytest.raises(ValueError):
+        T.reinforce_step(model, tok, opt, samples, adv, minibatch=4, max_grad_norm=1.0, normalize="token")
     frozen = dict(model.named_parameters())["model.embed_tokens.weight"]
     assert not frozen.requires_grad
 

@@ -71,6 +71,7 @@ class Config:
     tasks: list[TaskSpec] = field(default_factory=list)
     group_size: int = 2          # runs per (task, seed): the group of the baseline
     baseline: str = "group"      # "group": mean/std over the runs of a (task, seed); "batch": over the task's batch
+    normalize: str = "episode"   # "episode": each episode weighs the same; "sample": each LLM call does
     iterations: int = 4
     lr: float = 1e-4
     trainable_layers: int = 2
@@ -223,32 +224,52 @@ def advantages(samples: list[Sample], baseline: str = "group", eps: float = 1e-6
 
 def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
                    adv: list[float], minibatch: int, max_grad_norm: float,
-                   capture: HiddenCapture | None = None) -> dict[str, float]:
-    """One optimizer step on -mean(A * log pi(completion | prompt)); samples with A = 0 are skipped
-    (they add nothing to the gradient) but count in the mean."""
+                   capture: HiddenCapture | None = None, normalize: str = "episode") -> dict[str, float]:
+    """One optimizer step on -sum(w * A * log pi(completion | prompt)). ``normalize``: ``episode``,
+    w = 1 / (episodes x the episode's calls), so that every episode weighs the same whatever its
+    length (with ``sample``, w = 1 / samples, the long failed episodes outweigh the short successful
+    ones and push down whatever they did); samples with A = 0 add nothing and are skipped.
+    ``logprob_change_mean``: how much the step moved the log-probability of the sampled answers (the
+    first minibatch), a gauge of the step size."""
+    if normalize not in ("episode", "sample"):
+        raise ValueError(f"normalize must be 'episode' or 'sample', not {normalize!r}")
     model.train()
     optimizer.zero_grad(set_to_none=True)
-    n = len(samples)
-    work = [(s, a) for s, a in zip(samples, adv, strict=True) if a != 0.0]
+    lengths: dict[tuple[str, int, int], int] = defaultdict(int)
+    for s in samples:
+        lengths[(s.task, s.seed, s.run)] += 1
+    weight = [1.0 / (len(lengths) * lengths[(s.task, s.seed, s.run)]) if normalize == "episode" else 1.0 / len(samples)
+              for s in samples]
+    work = [(s, a * w) for s, a, w in zip(samples, adv, weight, strict=True) if a != 0.0]
     loss_sum = 0.0
     diffs: list[float] = []
+    first: torch.Tensor | None = None
     for i in range(0, len(work), minibatch):
         chunk = work[i:i + minibatch]
         lp = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature) for s, _ in chunk],
                                capture)
+        if first is None:
+            first = lp.detach()
         a = torch.tensor([x for _, x in chunk], dtype=lp.dtype)
-        loss = -(a * lp).sum() / n
+        loss = -(a * lp).sum()
         loss.backward()
         loss_sum += float(loss.detach())
         diffs += [abs(float(v) - s.logprob) for v, (s, _) in zip(lp.detach(), chunk, strict=True)
                   if s.logprob is not None]
     params = [p for p in model.parameters() if p.requires_grad]
     grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm)) if work else 0.0
+    change = 0.0
     if work:
         optimizer.step()
+        with torch.no_grad():
+            chunk = work[:minibatch]
+            after = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature)
+                                                         for s, _ in chunk], capture)
+        assert first is not None
+        change = float((after - first).mean())
     model.eval()
     return {"loss": loss_sum, "grad_norm": grad_norm, "samples_with_signal": float(len(work)),
-            "logprob_mismatch_max": max(diffs) if diffs else 0.0}
+            "logprob_mismatch_max": max(diffs) if diffs else 0.0, "logprob_change_mean": change}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -365,7 +386,7 @@ class Trainer:
         samples, episodes = load_trajectories(traj, self.tok)
         t1 = time.perf_counter()
         stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples, self.cfg.baseline),
-                               self.cfg.minibatch, self.cfg.max_grad_norm, self.capture)
+                               self.cfg.minibatch, self.cfg.max_grad_norm, self.capture, self.cfg.normalize)
         self.capture.clear()
         t2 = time.perf_counter()
         self.elapsed += t2 - t0
