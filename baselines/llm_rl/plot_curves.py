@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
         ax.set_xlabel("iteration (before its update)")
         ax.set_title(label)
         ax.grid(alpha=0.3)
-    fig.suptitle(f"{src.parent.name}: SmolLM2-135M-Instruct, REINFORCE with a group baseline")
+    fig.suptitle(f"{src.parent.name}: SmolLM2-135M-Instruct, REINFORCE with a mean baseline")
     fig.tight_layout()
     fig.savefig(stem.with_suffix(".png"), dpi=110)
     print(stem.with_suffix(".png"))
