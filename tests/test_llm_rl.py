@@ -76,6 +76,26 @@ def test_server_answers_valid_actions_with_token_ids(tiny):
         server.server_close()
 
 
+def test_server_command_line(tiny):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "baselines.llm_rl.server", "--model", tiny, "--port", "0"],
+                            cwd=T.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "serving smollm2-135m-base at http://127.0.0.1:" in line
+        url = line.split(" at ")[1].strip()
+        reply = _post(url, {"messages": prompt(VIEW, MENU), "seed": 3, "guided_choice": MENU})
+        assert reply["choices"][0]["message"]["content"] in MENU
+        assert reply["model"] == "smollm2-135m-base"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "1 calls" in err
+
+
 def _samples(tok, answers: dict[str, float]) -> list[T.Sample]:
     ids = M.prompt_ids(tok, prompt(VIEW, MENU))
     trie = M.ChoiceTrie.build(tok, MENU)

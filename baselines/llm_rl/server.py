@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
@@ -142,6 +143,11 @@ def main(argv: list[str] | None = None) -> None:
         load_trained_state(model, torch.load(args.weights, map_location="cpu", weights_only=False)["trained"])
     policy = Policy(model, tok, salt=args.salt)
     server, stats = make_server(policy, port=args.port, model_name=name)
+
+    def _stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
     print(f"serving {name} at http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
     try:
         server.serve_forever()
