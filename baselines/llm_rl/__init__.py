@@ -1,0 +1,1 @@
+"""RL fine-tuning of the LLM agent itself (issue #20): see README.md."""

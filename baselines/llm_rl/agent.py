@@ -1,0 +1,94 @@
+"""The LLM agent that baselines/llm_rl trains: the same file before and after training; only the model
+behind OPENAI_BASE_URL changes (the base SmolLM2-135M-Instruct or the RL-trained weights, both served
+by ``python -m baselines.llm_rl.server``).
+
+    python -m baselines.llm_rl.server --model smollm2 --port 8080 &
+    python -m polar_bench evaluate baselines/llm_rl/agent.py --suite v1 --domains babyai \\
+        --llm-upstream http://127.0.0.1:8080/v1 --trajectories runs/traj --out llm_rl.json
+
+Each step it sends the observation's text (the mission and what is in view, a few words per object) and
+asks for one action word. The request's ``guided_choice`` (vLLM's extra field, which the
+baselines/llm_rl server honours too) restricts the answer to the action words; an answer that is not
+one (a server that ignores the field) is parsed for an action word, else the agent moves forward.
+Sampling is at temperature 1 (POLAR_LLM_RL_TEMPERATURE overrides) with a seed from (episode seed, step,
+run), so an evaluation is reproducible and runs are independent samples of the policy.
+
+Written with the openai SDK alone: no polar_bench import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+
+from openai import OpenAI
+
+AGENT_INFO = {
+    "name": "llm-rl (SmolLM2-135M-Instruct, REINFORCE-trained on BabyAI)",
+    "authors": ["polar_bench maintainers"],
+    "url": "https://github.com/polar-bench/polar_bench/tree/main/baselines/llm_rl",
+    "llm": "the model behind OPENAI_BASE_URL (baselines/llm_rl/server.py: base or RL-trained SmolLM2-135M-Instruct)",
+    "license": "MIT",
+}
+
+# BabyAI's actions in index order (minigrid's Actions), in the words the agent offers: worded so that
+# the base SmolLM2-135M-Instruct gives moving a fair share (P(first token) on a typical view: "Move
+# forward" 0.42, "Toggle" 0.43, "Turn left" 0.09; plain "forward" got 0.003). "Done" is left out of the
+# menu (a no-op in every v1 level).
+BABYAI_ACTIONS = ["Turn left", "Turn right", "Move forward", "Pick up", "Drop", "Toggle", "Done"]
+MENU = BABYAI_ACTIONS[:6]
+SYSTEM = "You steer a robot in a grid. Answer with one action."
+
+
+def call_seed(episode_seed: int, step: int, salt: int = 0) -> int:
+    return int.from_bytes(hashlib.sha256(f"{episode_seed}:{step}:{salt}".encode()).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def prompt(text: str, menu: list[str]) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM},
+            {"role": "user", "content": f"{text} Actions: {', '.join(menu)}."}]
+
+
+class Agent:
+    wants_text = True
+
+    def __init__(self, task, run):
+        self.client = OpenAI()  # OPENAI_BASE_URL and OPENAI_API_KEY from the environment
+        self.run = int(run)
+        n = int(task.action_space.n)
+        self.names = BABYAI_ACTIONS[:n] if str(task.id).startswith("babyai/") else [str(i) for i in range(n)]
+        self.menu = [a for a in MENU if a in self.names] or self.names
+        self.temperature = float(os.environ.get("POLAR_LLM_RL_TEMPERATURE", "1.0"))
+        self.seed = 0
+        self.step = 0
+        self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "invalid": 0}
+
+    def reset(self, seed):
+        self.seed = int(seed)
+        self.step = 0
+        self.usage = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "invalid": 0}
+
+    def act(self, observation, info):
+        text = " ".join(str(info.get("text", "")).split())
+        reply = self.client.chat.completions.create(
+            model="smollm2", messages=prompt(text, self.menu), max_tokens=4, temperature=self.temperature,
+            seed=call_seed(self.seed, self.step, self.run), extra_body={"guided_choice": self.menu})
+        self.step += 1
+        self.usage["calls"] += 1
+        self.usage["prompt_tokens"] += reply.usage.prompt_tokens
+        self.usage["completion_tokens"] += reply.usage.completion_tokens
+        answer = (reply.choices[0].message.content or "").strip()
+        if answer in self.menu:
+            return self.names.index(answer)
+        self.usage["invalid"] += 1   # a server that ignores guided_choice: look for one action in the text
+        found = [a for a in self.menu if re.search(rf"\b{re.escape(a.lower())}\b", answer.lower())]
+        fallback = self.menu[min(2, len(self.menu) - 1)]   # Move forward on BabyAI
+        return self.names.index(found[0] if len(found) == 1 else fallback)
+
+    def episode_info(self):
+        return {"usage_seen_by_agent": dict(self.usage)}
+
+
+def make_agent(task, run):
+    return Agent(task, run)

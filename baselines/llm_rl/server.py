@@ -1,0 +1,161 @@
+"""A transformers-backed OpenAI-compatible upstream: ``POST /v1/chat/completions`` (non-streaming) and
+``GET /v1/models``, serving the base model or the RL-trained weights.
+
+    python -m baselines.llm_rl.server --model smollm2 --port 8080                       # base weights
+    python -m baselines.llm_rl.server --model smollm2 --weights runs/llm_rl/NAME/checkpoint.pt --port 8080
+
+Requests honour ``temperature`` (0: greedy), ``seed`` and ``max_tokens``; ``guided_choice`` (a list of
+strings, as vLLM's extra field) restricts the answer to one of them, sampled token by token under a
+mask, so every answer is a valid action. Replies carry, besides ``usage``, the token ids the LLM proxy
+copies into its trajectory lines: a top-level ``prompt_token_ids``, and per choice ``token_ids`` (the
+sampled completion ids) and ``token_logprobs`` (their log-probabilities under the sampling
+distribution), plus the same log-probabilities as OpenAI ``logprobs.content``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .model import Policy, load_model, load_trained_state, prompt_ids
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.calls = 0
+        self.seconds = 0.0
+        self.lock = threading.Lock()
+
+    def add(self, seconds: float) -> None:
+        with self.lock:
+            self.calls += 1
+            self.seconds += seconds
+
+    def ms_per_call(self) -> float:
+        return 1000.0 * self.seconds / self.calls if self.calls else 0.0
+
+
+def chat_completion(policy: Policy, body: dict, model_name: str) -> dict:
+    """The reply to one chat/completions request body (raises ValueError on a bad request)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise ValueError("messages must be a non-empty list")
+    if body.get("stream"):
+        raise ValueError("stream is not supported by this server")
+    choices = body.get("guided_choice")
+    if choices is not None and not isinstance(choices, list):
+        raise ValueError("guided_choice must be a list of strings")
+    temperature = float(body.get("temperature", 1.0) if body.get("temperature") is not None else 1.0)
+    max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
+    seed = body.get("seed")
+    ids = prompt_ids(policy.tokenizer, [{"role": m["role"], "content": m.get("content") or ""} for m in messages])
+    out = policy.complete(ids, choices=choices, temperature=temperature, max_tokens=max_tokens,
+                          seed=int(seed) if seed is not None else None)
+    tok = policy.tokenizer
+    content = [{"token": tok.decode([t]), "logprob": lp, "bytes": None, "top_logprobs": []}
+               for t, lp in zip(out.token_ids, out.token_logprobs, strict=True)]
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}", "object": "chat.completion", "created": int(time.time()),
+        "model": model_name,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": out.text},
+                     "finish_reason": out.finish_reason, "token_ids": out.token_ids,
+                     "token_logprobs": out.token_logprobs, "logprobs": {"content": content}}],
+        "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out.token_ids),
+                  "total_tokens": len(ids) + len(out.token_ids)},
+        "prompt_token_ids": ids,
+    }
+
+
+def make_server(policy: Policy, host: str = "127.0.0.1", port: int = 0, model_name: str = "smollm2-rl",
+                ) -> tuple[ThreadingHTTPServer, Stats]:
+    """An HTTP server (not yet serving: call ``serve_forever``, e.g. in a thread) and its statistics."""
+    stats = Stats()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+            pass
+
+        def _send(self, status: int, obj: dict) -> None:
+            data = json.dumps(obj).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            if self.path.rstrip("/").endswith("/models"):
+                self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model",
+                                                             "owned_by": "polar_bench"}]})
+            else:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            if not self.path.rstrip("/").endswith("/chat/completions"):
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                return
+            try:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                t0 = time.perf_counter()
+                reply = chat_completion(policy, body, model_name)
+                stats.add(time.perf_counter() - t0)
+            except (ValueError, KeyError, TypeError) as exc:
+                self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+                return
+            self._send(200, reply)
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    server.daemon_threads = True
+    return server, stats
+
+
+def serve_in_thread(policy: Policy, port: int = 0, model_name: str = "smollm2-rl",
+                    ) -> tuple[ThreadingHTTPServer, Stats, str]:
+    """Start serving in a daemon thread; returns (server, stats, base URL ending in /v1)."""
+    server, stats = make_server(policy, port=port, model_name=model_name)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, stats, f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def main(argv: list[str] | None = None) -> None:
+    import torch
+
+    ap = argparse.ArgumentParser(prog="python -m baselines.llm_rl.server", description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="smollm2", help="'smollm2', a .gguf file or a save_pretrained folder")
+    ap.add_argument("--weights", help="a checkpoint of baselines.llm_rl.train (its trained layers)")
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--salt", type=int, default=0, help="mixed into every request seed (0 for evaluation)")
+    ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    ap.add_argument("--name", default=None, help="the model id to answer with")
+    args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    model, tok = load_model(args.model)
+    name = args.name or ("smollm2-135m-rl" if args.weights else "smollm2-135m-base")
+    if args.weights:
+        load_trained_state(model, torch.load(args.weights, map_location="cpu", weights_only=False)["trained"])
+    policy = Policy(model, tok, salt=args.salt)
+    server, stats = make_server(policy, port=args.port, model_name=name)
+
+    def _stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _stop)
+    print(f"serving {name} at http://127.0.0.1:{server.server_address[1]}/v1", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        print(f"{stats.calls} calls, {stats.ms_per_call():.1f} ms per call", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,445 @@
+"""REINFORCE with a group baseline (GRPO-style advantages, no clipping: one on-policy step per batch)
+for the LLM agent itself, on BabyAI, from the trajectories that polar_bench's LLM proxy records.
+
+    python -m baselines.llm_rl.train --config baselines/llm_rl/experiments/gotoredball.yaml
+    python -m baselines.llm_rl.train --config ... --resume          # continue from the last checkpoint
+
+One iteration:
+  1. serve the current weights (``server.py``, in a thread of this process, on a free 127.0.0.1 port,
+     with the iteration as sampling salt);
+  2. ``python -m polar_bench evaluate baselines/llm_rl/agent.py --suite <training suite>
+     --llm-upstream <that server> --trajectories <folder>``: the training suite (written from the YAML)
+     lists the training seeds only, checked disjoint from the evaluation suite's seeds; its ``runs``
+     are the group size (each run samples its own answers);
+  3. read the trajectory lines: (prompt ids, completion ids, guided choices, temperature) per LLM
+     call, and the episode's return from the last line;
+  4. advantage of an episode = (return - mean of its group) / (std of its group + eps), a group being
+     the runs of one (task, seed); every call of the episode gets it; loss = -mean(A * log pi(completion));
+     one Adam step on the last ``trainable_layers`` decoder layers (the rest stays frozen);
+  5. checkpoint (trained layers, optimizer, RNG states, iteration, history) so --resume continues exactly;
+  6. log mean return, success rate, loss, tokens, env steps and wall time to TensorBoard and metrics.csv.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .model import (
+    HiddenCapture,
+    Policy,
+    load_model,
+    load_trained_state,
+    prompt_ids,
+    sequence_logprobs,
+    trainable_parameters,
+    trained_state,
+)
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+AGENT = HERE / "agent.py"
+
+
+@dataclass
+class TaskSpec:
+    task: str
+    seeds: list[int]
+    max_episode_steps: int | None = None
+
+
+@dataclass
+class Config:
+    name: str
+    model: str = "smollm2"
+    tasks: list[TaskSpec] = field(default_factory=list)
+    group_size: int = 2          # runs per (task, seed): the group of the baseline
+    baseline: str = "group"      # "group": mean/std over the runs of a (task, seed); "batch": over the task's batch
+    normalize: str = "episode"   # "episode": each episode weighs the same; "sample": each LLM call does
+    iterations: int = 4
+    lr: float = 1e-4
+    trainable_layers: int = 2
+    minibatch: int = 16          # samples per forward/backward (gradient accumulation)
+    max_grad_norm: float = 1.0
+    seed: int = 0
+    threads: int = 0
+    workers: int = 1
+    eval_suite: str = "v1"       # the suite whose evaluation seeds training must not touch
+    allow_version_mismatch: bool = False
+    out_dir: str = ""
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> Config:
+        import yaml
+
+        raw = yaml.safe_load(Path(path).read_text())
+        exp, train, harnesses = raw.get("experiment", {}), raw.get("training", {}), raw.get("harnesses", [])
+        tasks = [TaskSpec(h["task"], [int(s) for s in h["seeds"]], h.get("max_episode_steps")) for h in harnesses]
+        known = {f for f in cls.__dataclass_fields__} - {"name", "tasks"}
+        unknown = set(train) - known
+        if unknown:
+            raise ValueError(f"{path}: unknown training setting(s) {sorted(unknown)}; known: {sorted(known)}")
+        cfg = cls(name=exp["name"], tasks=tasks, **train)
+        cfg.model = raw.get("agent", {}).get("model", cfg.model)
+        cfg.eval_suite = raw.get("evaluation", {}).get("suite", cfg.eval_suite)
+        return cfg
+
+
+# ----------------------------------------------------------------------------------------------------
+# The training suite and the seeds
+
+
+def check_disjoint(cfg: Config) -> None:
+    """Refuse training seeds that the evaluation suite plays (for the same task)."""
+    from polar_bench.suite import load_suite
+
+    suite = load_suite(cfg.eval_suite)
+    for t in cfg.tasks:
+        if t.task in suite.task_ids:
+            clash = set(t.seeds) & set(suite.task(t.task).seeds)
+            if clash:
+                raise ValueError(f"{t.task}: training seeds {sorted(clash)} are evaluation seeds of suite "
+                                 f"{cfg.eval_suite}")
+
+
+def suite_toml(cfg: Config) -> str:
+    lines = ["# Written by baselines/llm_rl/train.py: the training seeds only (not comparable with anything).",
+             "[suite]", f'name = "llm-rl-train-{cfg.name}"', 'version = "0.0.1"',
+             'description = "baselines/llm_rl training rollouts"', f"seed = {cfg.seed}",
+             f"runs = {cfg.group_size}", "episodes = 1", "",
+             "[[domains]]", 'name = "babyai"', 'description = "BabyAI training seeds"',
+             'training = "this is the training"', 'budget = "none"', ""]
+    for t in cfg.tasks:
+        lines += ["[[tasks]]", f'id = "{t.task}"', 'domain = "babyai"', f"episodes = {len(t.seeds)}",
+                  f"seeds = {json.dumps(t.seeds)}"]
+        if t.max_episode_steps:
+            lines.append(f"options = {{ max_episode_steps = {int(t.max_episode_steps)} }}")
+        lines += ['low = { value = 0.0, source = "none", measured = false }',
+                  'high = { value = 1.0, source = "BabyAI reward supremum", measured = false }', ""]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Samples from trajectory files
+
+
+@dataclass
+class Sample:
+    task: str
+    seed: int
+    run: int
+    prompt: list[int]
+    completion: list[int]
+    choices: list[str] | None
+    temperature: float
+    logprob: float | None      # as the server reported it at sampling time (None if not recorded)
+    ret: float
+
+
+@dataclass
+class Episode:
+    task: str
+    seed: int
+    run: int
+    ret: float
+    length: int
+    status: str
+    calls: int
+    tokens: int
+    llm_seconds: float
+
+
+def _recorded_logprob(call: dict) -> float | None:
+    lps = call.get("completion_logprobs")
+    if not lps:
+        content = (call.get("logprobs") or {}).get("content") if isinstance(call.get("logprobs"), dict) else None
+        lps = [c["logprob"] for c in content] if content else None
+    return float(sum(lps)) if lps else None
+
+
+def load_trajectories(folder: str | Path, tokenizer: Any) -> tuple[list[Sample], list[Episode]]:
+    """Every LLM call of every finished episode under ``folder`` as a Sample, and the episodes. Token ids
+    come from the trajectory line (``prompt_token_ids``/``completion_token_ids``); where they are null
+    (an upstream that returns none) the messages and completion are tokenized again."""
+    samples: list[Sample] = []
+    episodes: list[Episode] = []
+    for path in sorted(Path(folder).glob("*/run*-ep*.jsonl")):
+        lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        if not lines or lines[-1].get("type") != "episode":
+            continue
+        *calls, end = lines
+        ret = float(end["return"])
+        llm = end.get("llm") or {}
+        episodes.append(Episode(end["task"], int(end["seed"]), int(end["run"]), ret, int(end.get("length") or 0),
+                                str(end.get("status")), int(llm.get("calls", len(calls))),
+                                int(llm.get("prompt_tokens", 0)) + int(llm.get("completion_tokens", 0)),
+                                float(llm.get("seconds", 0.0))))
+        for c in calls:
+            params = c.get("params") or {}
+            p = c.get("prompt_token_ids") or prompt_ids(tokenizer, c["messages"])
+            comp = (c.get("completion_token_ids")
+                    or list(tokenizer(c["completion"], add_special_tokens=False)["input_ids"]))
+            temp = params.get("temperature")
+            samples.append(Sample(c["task"], int(c["seed"]), int(c["run"]), list(p), list(comp),
+                                  params.get("guided_choice"), 1.0 if temp is None else float(temp),
+                                  _recorded_logprob(c), ret))
+    return samples, episodes
+
+
+def advantages(samples: list[Sample], baseline: str = "group", eps: float = 1e-6) -> list[float]:
+    """Per sample: its episode's return minus the mean over its group (``group``: same task and seed,
+    the runs; ``batch``: all episodes of the task in the batch), divided by the group's std (when > 0,
+    else no signal). Groups of one fall back to the task's batch."""
+    if baseline not in ("group", "batch"):
+        raise ValueError(f"baseline must be 'group' or 'batch', not {baseline!r}")
+    ep_ret: dict[tuple[str, int, int], float] = {(s.task, s.seed, s.run): s.ret for s in samples}
+    groups: dict[tuple[str, int], list[float]] = defaultdict(list)
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for (task, seed, _), r in sorted(ep_ret.items()):
+        groups[(task, seed)].append(r)
+        by_task[task].append(r)
+    out = []
+    for s in samples:
+        g = groups[(s.task, s.seed)] if baseline == "group" and len(groups[(s.task, s.seed)]) > 1 else by_task[s.task]
+        mean, std = float(np.mean(g)), float(np.std(g))
+        out.append((s.ret - mean) / (std + eps) if std > 0 else 0.0)
+    return out
+
+
+def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
+                   adv: list[float], minibatch: int, max_grad_norm: float,
+                   capture: HiddenCapture | None = None, normalize: str = "episode") -> dict[str, float]:
+    """One optimizer step on -sum(w * A * log pi(completion | prompt)). ``normalize``: ``episode``,
+    w = 1 / (episodes x the episode's calls), so that every episode weighs the same whatever its
+    length (with ``sample``, w = 1 / samples, the long failed episodes outweigh the short successful
+    ones and push down whatever they did); samples with A = 0 add nothing and are skipped.
+    ``logprob_change_mean``: how much the step moved the log-probability of the sampled answers (the
+    first minibatch), a gauge of the step size."""
+    if normalize not in ("episode", "sample"):
+        raise ValueError(f"normalize must be 'episode' or 'sample', not {normalize!r}")
+    model.train()
+    optimizer.zero_grad(set_to_none=True)
+    lengths: dict[tuple[str, int, int], int] = defaultdict(int)
+    for s in samples:
+        lengths[(s.task, s.seed, s.run)] += 1
+    weight = [1.0 / (len(lengths) * lengths[(s.task, s.seed, s.run)]) if normalize == "episode" else 1.0 / len(samples)
+              for s in samples]
+    work = [(s, a * w) for s, a, w in zip(samples, adv, weight, strict=True) if a != 0.0]
+    loss_sum = 0.0
+    diffs: list[float] = []
+    first: torch.Tensor | None = None
+    for i in range(0, len(work), minibatch):
+        chunk = work[i:i + minibatch]
+        lp = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature) for s, _ in chunk],
+                               capture)
+        if first is None:
+            first = lp.detach()
+        a = torch.tensor([x for _, x in chunk], dtype=lp.dtype)
+        loss = -(a * lp).sum()
+        loss.backward()
+        loss_sum += float(loss.detach())
+        diffs += [abs(float(v) - s.logprob) for v, (s, _) in zip(lp.detach(), chunk, strict=True)
+                  if s.logprob is not None]
+    params = [p for p in model.parameters() if p.requires_grad]
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm)) if work else 0.0
+    change = 0.0
+    if work:
+        optimizer.step()
+        with torch.no_grad():
+            chunk = work[:minibatch]
+            after = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature)
+                                                         for s, _ in chunk], capture)
+        assert first is not None
+        change = float((after - first).mean())
+    model.eval()
+    return {"loss": loss_sum, "grad_norm": grad_norm, "samples_with_signal": float(len(work)),
+            "logprob_mismatch_max": max(diffs) if diffs else 0.0, "logprob_change_mean": change}
+
+
+# ----------------------------------------------------------------------------------------------------
+# Rollouts through polar_bench evaluate and the LLM proxy
+
+Rollout = Callable[["Trainer", int, Path], Path]
+
+
+def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
+    """Serve the current weights and run the agent on the training suite under ``evaluate`` with the
+    LLM proxy recording trajectories; returns the trajectory folder."""
+    from .server import serve_in_thread
+
+    cfg = trainer.cfg
+    suite = trainer.out / "train_suite.toml"
+    traj = folder / "trajectories"
+    server, stats, url = serve_in_thread(trainer.policy, model_name=f"smollm2-rl-iter{iteration}")
+    try:
+        cmd = [sys.executable, "-m", "polar_bench", "evaluate", str(AGENT), "--suite", str(suite),
+               "--llm-upstream", url, "--trajectories", str(traj), "--out", str(folder / "results.json"),
+               "--workers", str(cfg.workers), "--no-progress"]
+        if cfg.allow_version_mismatch:
+            cmd.append("--allow-version-mismatch")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+        (folder / "evaluate.log").write_text(proc.stdout + proc.stderr)
+        if proc.returncode != 0:
+            raise RuntimeError(f"evaluate failed ({proc.returncode}); see {folder / 'evaluate.log'}:\n"
+                               f"{proc.stderr[-2000:]}")
+    finally:
+        server.shutdown()
+        server.server_close()
+    trainer.server_ms = stats.ms_per_call()
+    return traj
+
+
+# ----------------------------------------------------------------------------------------------------
+# The loop
+
+
+class Trainer:
+    def __init__(self, cfg: Config, out_dir: str | Path, *, rollout: Rollout = evaluate_rollout,
+                 model: Any = None, tokenizer: Any = None) -> None:
+        self.cfg = cfg
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.rollout = rollout
+        if cfg.threads:
+            torch.set_num_threads(cfg.threads)
+        _seed_everything(cfg.seed)
+        if model is None:
+            model, tokenizer = load_model(cfg.model)
+        self.model, self.tok = model, tokenizer
+        self.trained_names = trainable_parameters(self.model, cfg.trainable_layers)
+        self.optimizer = torch.optim.Adam([p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr)
+        # The update runs only the trained layers, over the hidden states the server kept while serving.
+        self.capture = HiddenCapture(self.model, self.model.config.num_hidden_layers - cfg.trainable_layers)
+        self.policy = Policy(self.model, self.tok, capture=self.capture)
+        self.iteration = 0
+        self.history: list[dict] = []
+        self.server_ms = 0.0
+        self.elapsed = 0.0
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    def save(self) -> None:
+        state = {"iteration": self.iteration, "trained": trained_state(self.model),
+                 "optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
+                 "python_rng": random.getstate(), "numpy_rng": np.random.get_state(),
+                 "history": self.history, "elapsed": self.elapsed, "config": asdict(self.cfg)}
+        tmp = self.checkpoint_path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        os.replace(tmp, self.checkpoint_path)
+
+    def load(self) -> None:
+        state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+        load_trained_state(self.model, state["trained"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        random.setstate(state["python_rng"])
+        np.random.set_state(state["numpy_rng"])
+        self.iteration, self.history, self.elapsed = state["iteration"], state["history"], state["elapsed"]
+
+    def run(self, *, resume: bool = False, stop_after: int | None = None) -> list[dict]:
+        """Train to ``cfg.iterations`` (or ``stop_after`` more iterations, for tests of resuming)."""
+        if resume and self.checkpoint_path.exists():
+            self.load()
+        elif not resume and self.checkpoint_path.exists():
+            raise FileExistsError(f"{self.checkpoint_path} exists: pass --resume, or another --out-dir")
+        check_disjoint(self.cfg)
+        (self.out / "train_suite.toml").write_text(suite_toml(self.cfg))
+        writer = _writer(self.out / "tensorboard", self.iteration)
+        done = 0
+        try:
+            while self.iteration < self.cfg.iterations and (stop_after is None or done < stop_after):
+                self._iterate(writer)
+                done += 1
+        finally:
+            if writer is not None:
+                writer.close()
+        return self.history
+
+    def _iterate(self, writer: Any) -> None:
+        it = self.iteration
+        t0 = time.perf_counter()
+        folder = self.out / "rollouts" / f"iter{it:03d}"
+        if folder.exists():
+            shutil.rmtree(folder)   # an iteration cut short is played again from its start
+        folder.mkdir(parents=True)
+        self.policy.salt = self.cfg.seed * 100_003 + it
+        traj = self.rollout(self, it, folder)
+        samples, episodes = load_trajectories(traj, self.tok)
+        t1 = time.perf_counter()
+        stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples, self.cfg.baseline),
+                               self.cfg.minibatch, self.cfg.max_grad_norm, self.capture, self.cfg.normalize)
+        self.capture.clear()
+        t2 = time.perf_counter()
+        self.elapsed += t2 - t0
+        rets = [e.ret for e in episodes]
+        row = {"iteration": it, "episodes": len(episodes), "return_mean": float(np.mean(rets)) if rets else math.nan,
+               "success_rate": float(np.mean([r > 0 for r in rets])) if rets else math.nan,
+               "env_steps": sum(e.length for e in episodes), "llm_calls": len(samples),
+               "llm_tokens": sum(len(s.prompt) + len(s.completion) for s in samples),
+               "rollout_seconds": t1 - t0, "update_seconds": t2 - t1, "wall_seconds": self.elapsed,
+               "server_ms_per_call": self.server_ms, **stats}
+        self.history.append(row)
+        self.iteration = it + 1
+        self.save()
+        _log(writer, row, self.out / "metrics.csv", self.history)
+        print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _writer(folder: Path, start: int) -> Any:
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:  # tensorboard not installed: metrics.csv only
+        return None
+    return SummaryWriter(str(folder), purge_step=start)
+
+
+def _log(writer: Any, row: dict, csv_path: Path, history: list[dict]) -> None:
+    if writer is not None:
+        for k, v in row.items():
+            if k != "iteration" and isinstance(v, (int, float)):
+                writer.add_scalar(f"llm_rl/{k}", v, row["iteration"])
+        writer.flush()
+    with csv_path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(history[0]))
+        w.writeheader()
+        w.writerows(history)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m baselines.llm_rl.train", description=__doc__.split("\n")[0])
+    ap.add_argument("--config", required=True, help="the experiment YAML (baselines/llm_rl/experiments/)")
+    ap.add_argument("--out-dir", help="default: runs/llm_rl/<experiment name>")
+    ap.add_argument("--resume", action="store_true", help="continue from <out-dir>/checkpoint.pt")
+    args = ap.parse_args(argv)
+    cfg = Config.from_yaml(args.config)
+    out = Path(args.out_dir or cfg.out_dir or ROOT / "runs" / "llm_rl" / cfg.name)
+    Trainer(cfg, out).run(resume=args.resume)
+
+
+if __name__ == "__main__":
+    main()

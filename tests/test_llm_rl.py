@@ -1,0 +1,251 @@
+"""baselines/llm_rl: the transformers-backed upstream, the REINFORCE step, resuming, the training suite,
+and one iteration through polar_bench evaluate and the LLM proxy, all on a tiny random Llama (seconds)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+
+from baselines.llm_rl import model as M  # noqa: E402
+from baselines.llm_rl import train as T  # noqa: E402
+from baselines.llm_rl.agent import MENU, prompt  # noqa: E402
+
+VIEW = "Mission: go to the red ball. You face north. You see a red ball 2 steps ahead."
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    folder = M.tiny_model(tmp_path_factory.mktemp("tiny") / "model")
+    return str(folder)
+
+
+def _load(folder):
+    model, tok = M.load_model(folder)
+    return model, tok
+
+
+def _post(url: str, body: dict) -> dict:
+    import urllib.request
+
+    req = urllib.request.Request(url + "/chat/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def test_server_answers_valid_actions_with_token_ids(tiny):
+    model, tok = _load(tiny)
+    from baselines.llm_rl.server import serve_in_thread
+
+    server, stats, url = serve_in_thread(M.Policy(model, tok))
+    try:
+        messages = prompt(VIEW, MENU)
+        answers = []
+        for seed in range(8):
+            reply = _post(url, {"model": "x", "messages": messages, "temperature": 1.0, "seed": seed,
+                                "max_tokens": 1, "guided_choice": MENU})
+            choice = reply["choices"][0]
+            text = choice["message"]["content"]
+            assert text in MENU   # every answer a valid action, even with max_tokens below its length
+            assert tok.decode(choice["token_ids"]) == text
+            assert len(choice["token_logprobs"]) == len(choice["token_ids"])
+            assert all(lp <= 0 for lp in choice["token_logprobs"])
+            assert reply["prompt_token_ids"] == M.prompt_ids(tok, messages)
+            assert reply["usage"]["completion_tokens"] == len(choice["token_ids"])
+            # the reported log-probability is the one training differentiates
+            with torch.no_grad():
+                lp = M.sequence_logprobs(model, tok, [(reply["prompt_token_ids"], choice["token_ids"], MENU, 1.0)])
+            assert math.isclose(float(lp[0]), sum(choice["token_logprobs"]), abs_tol=1e-4)
+            again = _post(url, {"model": "x", "messages": messages, "temperature": 1.0, "seed": seed,
+                                "guided_choice": MENU})
+            assert again["choices"][0]["token_ids"] == choice["token_ids"]   # seeded: reproducible
+            answers.append(text)
+        assert len(set(answers)) > 1          # temperature 1 samples
+        free = _post(url, {"model": "x", "messages": messages, "temperature": 0, "max_tokens": 3})
+        assert free["usage"]["completion_tokens"] <= 3
+        assert stats.calls == 17
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_server_command_line(tiny):
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "baselines.llm_rl.server", "--model", tiny, "--port", "0"],
+                            cwd=T.ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert "serving smollm2-135m-base at http://127.0.0.1:" in line
+        url = line.split(" at ")[1].strip()
+        reply = _post(url, {"messages": prompt(VIEW, MENU), "seed": 3, "guided_choice": MENU})
+        assert reply["choices"][0]["message"]["content"] in MENU
+        assert reply["model"] == "smollm2-135m-base"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "1 calls" in err
+
+
+def _samples(tok, answers: dict[str, float]) -> list[T.Sample]:
+    ids = M.prompt_ids(tok, prompt(VIEW, MENU))
+    trie = M.ChoiceTrie.build(tok, MENU)
+    return [T.Sample("babyai/GoToRedBall", 1, run, ids, trie.sequences[MENU.index(a)], MENU, 1.0, None, r)
+            for run, (a, r) in enumerate(answers.items())]
+
+
+def test_reinforce_step_raises_the_rewarded_completion(tiny):
+    model, tok = _load(tiny)
+    T.trainable_parameters(model, 1)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+    samples = _samples(tok, {"Turn left": 1.0, "Toggle": 0.0})
+    adv = T.advantages(samples)
+    assert adv[0] > 0 > adv[1]
+
+    def logp():
+        with torch.no_grad():
+            return M.sequence_logprobs(model, tok, [(s.prompt, s.completion, s.choices, 1.0) for s in samples])
+
+    before = logp()
+    stats = T.reinforce_step(model, tok, opt, samples, adv, minibatch=4, max_grad_norm=1.0)
+    after = logp()
+    assert stats["samples_with_signal"] == 2 and stats["logprob_change_mean"] != 0.0
+    assert after[0] > before[0] and after[1] < before[1]
+    with pytest.raises(ValueError):
+        T.reinforce_step(model, tok, opt, samples, adv, minibatch=4, max_grad_norm=1.0, normalize="token")
+    frozen = dict(model.named_parameters())["model.embed_tokens.weight"]
+    assert not frozen.requires_grad
+
+
+def test_update_over_kept_hidden_states_matches_the_full_model(tiny):
+    model, tok = _load(tiny)
+    T.trainable_parameters(model, 1)
+    capture = M.HiddenCapture(model, model.config.num_hidden_layers - 1)
+    policy = M.Policy(model, tok, capture=capture)
+    ids = M.prompt_ids(tok, prompt(VIEW, MENU))
+    samples = []
+    for seed in range(6):
+        out = policy.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=seed)
+        samples.append((ids, out.token_ids, MENU, 1.0))
+    assert capture.store   # what the server kept for the update
+
+    def run(cap):
+        model.zero_grad(set_to_none=True)
+        lp = M.sequence_logprobs(model, tok, samples, cap)
+        lp.sum().backward()
+        return lp.detach(), [p.grad.clone() for p in model.parameters() if p.requires_grad]
+
+    lp_full, g_full = run(None)
+    lp_top, g_top = run(capture)
+    assert torch.allclose(lp_full, lp_top, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_full, g_top, strict=True))
+    assert any(float(g.abs().sum()) > 0 for g in g_top)
+
+
+def test_advantages_group_by_task_and_seed():
+    mk = lambda seed, run, r: T.Sample("t", seed, run, [1], [2], None, 1.0, None, r)  # noqa: E731
+    s = [mk(1, 0, 1.0), mk(1, 1, 0.0), mk(2, 0, 0.5), mk(2, 1, 0.5)]
+    adv = T.advantages(s)
+    assert adv[0] == pytest.approx(1.0, abs=1e-4) and adv[1] == pytest.approx(-1.0, abs=1e-4)
+    assert adv[2] == adv[3] == 0.0   # no spread in the group: no signal
+    batch = T.advantages(s, "batch")   # one mean (0.5) and std over the task's four episodes
+    assert batch[0] > 0 > batch[1] and batch[2] == batch[3] == 0.0
+    with pytest.raises(ValueError):
+        T.advantages(s, "median")
+
+
+def _fake_rollout(trainer: T.Trainer, iteration: int, folder: Path) -> Path:
+    """Trajectory files in the proxy's schema, sampled from the served policy in process; reward 1 for
+    'Turn left'. Seeds follow (seed, run, iteration) through the policy's salt, as in the real loop."""
+    tok = trainer.tok
+    traj = folder / "trajectories" / "babyai__GoToRedBall"
+    traj.mkdir(parents=True)
+    messages = prompt(VIEW, MENU)
+    ids = M.prompt_ids(tok, messages)
+    for seed in trainer.cfg.tasks[0].seeds:
+        for run in range(trainer.cfg.group_size):
+            out = trainer.policy.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=seed * 10 + run)
+            ret = 1.0 if out.text == "Turn left" else 0.0
+            call = {"type": "call", "task": "babyai/GoToRedBall", "run": run, "index": 0, "seed": seed, "step": 0,
+                    "messages": messages, "params": {"temperature": 1.0, "guided_choice": MENU},
+                    "completion": out.text, "prompt_token_ids": ids, "completion_token_ids": out.token_ids,
+                    "completion_logprobs": out.token_logprobs}
+            end = {"type": "episode", "task": "babyai/GoToRedBall", "run": run, "index": 0, "seed": seed,
+                   "return": ret, "length": 1, "status": "ok", "llm": {"calls": 1}}
+            (traj / f"run{run}-ep{seed}.jsonl").write_text(json.dumps(call) + "\n" + json.dumps(end) + "\n")
+    return folder / "trajectories"
+
+
+def _cfg(tiny, iterations=3):
+    return T.Config(name="t", model=tiny, tasks=[T.TaskSpec("babyai/GoToRedBall", [1, 2], None)], group_size=4,
+                    iterations=iterations, lr=5e-2, trainable_layers=1, minibatch=3)
+
+
+def test_resume_continues_exactly(tiny, tmp_path):
+    def trainer(out):
+        model, tok = _load(tiny)
+        return T.Trainer(_cfg(tiny), out, rollout=_fake_rollout, model=model, tokenizer=tok)
+
+    full = trainer(tmp_path / "full")
+    full.run()
+    part = trainer(tmp_path / "part")
+    part.run(stop_after=1)
+    assert part.iteration == 1
+    with pytest.raises(FileExistsError):
+        trainer(tmp_path / "part").run()
+    resumed = trainer(tmp_path / "part")
+    resumed.run(resume=True)
+    assert resumed.iteration == 3
+    a, b = M.trained_state(full.model), M.trained_state(resumed.model)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    drop = {"rollout_seconds", "update_seconds", "wall_seconds"}
+    assert [{k: v for k, v in r.items() if k not in drop} for r in full.history] == \
+           [{k: v for k, v in r.items() if k not in drop} for r in resumed.history]
+    assert full.history[0]["logprob_mismatch_max"] < 1e-4   # on-policy: the server's log-probs are the trainer's
+    rows = (tmp_path / "part" / "metrics.csv").read_text().splitlines()
+    assert len(rows) == 4 and rows[0].startswith("iteration,episodes,return_mean")
+
+
+def test_training_suite_is_disjoint_from_evaluation_seeds(tiny):
+    from polar_bench.suite import load_suite, parse_suite
+
+    v1 = load_suite("v1")
+    clash = v1.task("babyai/GoToRedBall").seeds[0]
+    bad = T.Config(name="t", tasks=[T.TaskSpec("babyai/GoToRedBall", [1, clash], None)])
+    with pytest.raises(ValueError, match="evaluation seeds"):
+        T.check_disjoint(bad)
+    good = T.Config.from_yaml(Path(T.HERE / "experiments" / "gotoredball.yaml"))
+    T.check_disjoint(good)
+    import tomllib
+
+    suite = parse_suite(tomllib.loads(T.suite_toml(good)))
+    task = suite.task("babyai/GoToRedBall")
+    assert list(task.seeds) == good.tasks[0].seeds and suite.runs == good.group_size
+    cap = good.tasks[0].max_episode_steps
+    assert task.options == ({"max_episode_steps": cap} if cap else {})
+
+
+def test_one_iteration_through_evaluate_and_the_proxy(tiny, tmp_path):
+    pytest.importorskip("minigrid")
+    pytest.importorskip("openai")
+    model, tok = _load(tiny)
+    cfg = T.Config(name="e2e", model=tiny, tasks=[T.TaskSpec("babyai/GoToRedBall", [1, 2], 3)], group_size=2,
+                   iterations=1, trainable_layers=1)
+    trainer = T.Trainer(cfg, tmp_path, model=model, tokenizer=tok)
+    (row,) = trainer.run()
+    assert row["episodes"] == 4 and row["env_steps"] == 12 and row["llm_calls"] == 12
+    assert row["logprob_mismatch_max"] < 1e-4
+    samples, episodes = T.load_trajectories(tmp_path / "rollouts" / "iter000" / "trajectories", tok)
+    assert len(samples) == 12 and all(s.choices == MENU for s in samples)
+    for s in samples:
+        assert tok.decode(s.completion) in MENU
+    assert (tmp_path / "checkpoint.pt").exists() and any((tmp_path / "tensorboard").iterdir())
