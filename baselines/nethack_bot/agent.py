@@ -18,11 +18,11 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-AGENT_INFO = {
+AGENT_INFO: dict[str, Any] = {
     "name": "nethack-bot (scripted)",
     "authors": ["polar_bench maintainers"],
     "url": "https://github.com/polar-bench/polar_bench/tree/main/baselines/nethack_bot",
@@ -141,7 +141,7 @@ def nearest(dist: np.ndarray, mask: np.ndarray) -> tuple[int, int] | None:
 def neighbour_count(mask: np.ndarray) -> np.ndarray:
     """For every square, how many of its 8 neighbours are in ``mask``."""
     p = np.pad(mask.astype(np.int16), 1)
-    return sum(p[1 + dy:1 + dy + mask.shape[0], 1 + dx:1 + dx + mask.shape[1]] for dy, dx in MOVES)
+    return cast(np.ndarray, sum(p[1 + dy:1 + dy + mask.shape[0], 1 + dx:1 + dx + mask.shape[1]] for dy, dx in MOVES))
 
 
 class Level:
@@ -163,7 +163,7 @@ class NetHackBot:
     def __init__(self, task: Any, run: int) -> None:
         self.task_name = task.id.split("/", 1)[1]
         names = [c.name for c in task.action_components]
-        self.key = {re.search(r"\(([^()]*)\)$", n).group(1): i for i, n in enumerate(names)}
+        self.key = {cast(re.Match, re.search(r"\(([^()]*)\)$", n)).group(1): i for i, n in enumerate(names)}
         self.monsters = _monsters()
         self.run = run
         self.reset(0)
@@ -219,7 +219,7 @@ class NetHackBot:
             return self._press("y" if self._want_floor_food(m.group(1), obs, level, pos, satiated) else "n")
         if "What do you want to eat?" in msg:
             letters = re.search(r"\[([^\]]*)\]", msg)
-            self.orange_left = bool(letters) and ORANGE in letters.group(1).split(" or ")[0]
+            self.orange_left = letters is not None and ORANGE in letters.group(1).split(" or ")[0]
             if self.orange_left and self.want_orange and self._can_eat(80, satiated):
                 self.hunger += 80
                 return self._press(ORANGE)
