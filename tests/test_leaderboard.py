@@ -150,7 +150,8 @@ def test_committed_leaderboard_is_consistent(capsys):
     assert any(n.startswith("codegen") for n in names)  # the four baselines are the first entries
     assert all(e.verifications() and e.verifications()[-1]["passed"] for e in entries)
     code, out, _ = run(["report", board, "--format", "latex"], capsys)
-    assert code == 0 and out == (board / "leaderboard-v1.tex").read_text()
+    tables = [(board / f"leaderboard-{suite}.tex").read_text() for suite in ("v1", "v2")]
+    assert code == 0 and out == "\n".join(tables)  # one table per suite, in order
     assert (board / "site" / "index.html").is_file() and (ROOT / "docs" / "leaderboard.png").is_file()
 
 
@@ -274,3 +275,16 @@ def test_atari100k_domain_page_lists_the_published_runs_unranked(tmp_path):
     board.rows[0] = Row(entry=entry, agent=other, info={}, scopes=row.scopes, rank=1)
     assert site.published_table(board, "atari100k") is None
     assert site.published_table(board, "classic") is None
+
+
+def test_a_shared_name_is_told_apart_only_within_one_suite(tmp_path):
+    """The random agent on v1 and on v2 is on two boards, named plainly on each; two entries of one
+    suite with one name get their entry ids."""
+    from polar_bench.leaderboard.entries import Entry
+    from polar_bench.leaderboard.ranking import _labels
+
+    def entry(i: str, suite: str) -> Entry:
+        return Entry(i * 16, tmp_path, {"agent": {"name": "random"}, "suite": {"hash": suite}})
+
+    labels = _labels([entry("a", "v1"), entry("b", "v2"), entry("c", "v2")])
+    assert labels == {"a" * 16: "random", "b" * 16: "random (bbbbbb)", "c" * 16: "random (cccccc)"}
