@@ -66,8 +66,8 @@ def test_invalid_suites_are_rejected_with_the_reason(mutate, needle):
 
 
 def test_unknown_suite_name_suggests(capsys):
-    with pytest.raises(SuiteError, match="Did you mean: v1"):
-        load_suite("v2")
+    with pytest.raises(SuiteError, match="available: v1, v2. Did you mean: v2"):
+        load_suite("v22")
 
 
 def test_describe_and_validate_commands(capsys):
