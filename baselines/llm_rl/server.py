@@ -21,8 +21,10 @@ import sys
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from polar_bench.llm.proxy import JSONHandler
 
 from .model import Policy, load_model, load_trained_state, prompt_ids
 
@@ -78,28 +80,21 @@ def make_server(policy: Policy, host: str = "127.0.0.1", port: int = 0, model_na
     """An HTTP server (not yet serving: call ``serve_forever``, e.g. in a thread) and its statistics."""
     stats = Stats()
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
-            pass
-
-        def _send(self, status: int, obj: dict) -> None:
-            data = json.dumps(obj).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+    class Handler(JSONHandler):
+        def _reply(self, status: int, obj: dict) -> None:
+            self._send(status, json.dumps(obj).encode())
 
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
             if self.path.rstrip("/").endswith("/models"):
-                self._send(200, {"object": "list", "data": [{"id": model_name, "object": "model",
+                self._reply(200, {"object": "list", "data": [{"id": model_name, "object": "model",
                                                              "owned_by": "polar_bench"}]})
             else:
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                self._reply(404, {"error": {"message": f"no route {self.path}"}})
 
         def do_POST(self) -> None:  # noqa: N802
             if not self.path.rstrip("/").endswith("/chat/completions"):
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                self.close_connection = True  # the body stays unread: this connection cannot go on
+                self._reply(404, {"error": {"message": f"no route {self.path}"}})
                 return
             try:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
@@ -107,9 +102,9 @@ def make_server(policy: Policy, host: str = "127.0.0.1", port: int = 0, model_na
                 reply = chat_completion(policy, body, model_name)
                 stats.add(time.perf_counter() - t0)
             except (ValueError, KeyError, TypeError) as exc:
-                self._send(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
+                self._reply(400, {"error": {"message": str(exc), "type": "invalid_request_error"}})
                 return
-            self._send(200, reply)
+            self._reply(200, reply)
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True

@@ -63,7 +63,6 @@ class EvalConfig:
     llm_upstream: str | None = "embedded"
     llm_budget: dict | None = None  # {"calls_per_episode": N | None, "tokens_per_episode": M | None}
     trajectories: str | None = None  # folder of the per-episode trajectory files
-    llm_grammar: bool = False  # the upstream takes llama.cpp's "grammar" field (the embedded one does)
     harness_plugins: tuple[str, ...] = ()  # trusted files imported in the workers (harness families)
     _plugin_bytes: dict[str, bytes] | None = field(default=None, repr=False, compare=False)
 

@@ -85,8 +85,7 @@ def worker_settings(cfg: EvalConfig, options: dict) -> dict:
             "lanes": cfg.envs_per_worker, "in_process": cfg.in_process, "agent_memory_mb": cfg.agent_memory_mb,
             "network": cfg.agent_network, "llm_endpoint": cfg.llm_endpoint,
             "llm_proxy": None if cfg.llm_upstream is None else {
-                "upstream": cfg.llm_upstream, "budget": cfg.llm_budget, "trajectories": cfg.trajectories,
-                "grammar": cfg.llm_grammar},
+                "upstream": cfg.llm_upstream, "budget": cfg.llm_budget, "trajectories": cfg.trajectories},
             # Overlap a worker's environment steps with its agent process's acting only where there is a
             # core for each: with every core running a worker already, two requests in flight per step
             # only halve the lanes each request carries.

@@ -152,7 +152,7 @@ class EpisodeRunner:
         if llm_proxy is not None:
             self.trajectories = llm_proxy.get("trajectories")
             self.proxy = LLMProxy(llm_proxy["upstream"], budget=LLMBudget(**(llm_proxy.get("budget") or {})),
-                                  trace=self.trajectories is not None, grammar=bool(llm_proxy.get("grammar")))
+                                  trace=self.trajectories is not None)
         self.step_timeout = step_timeout
         self.episode_timeout = episode_timeout
         self.lanes = [_Lane() for _ in range(max(1, lanes))]

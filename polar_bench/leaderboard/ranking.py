@@ -242,11 +242,13 @@ class Board:
 def _labels(entries: Sequence[Entry]) -> dict[str, str]:
     """Display names: the agent name, with the entry id appended where two entries of the same suite
     share it (one agent on two suites is on two boards, named plainly on each)."""
+    def key(e: Entry) -> tuple:
+        return e.suite.get("hash"), e.name
+
     by_name = defaultdict(list)
     for e in entries:
-        by_name[(e.suite.get("hash"), e.name)].append(e)
-    return {e.id: e.name if len(by_name[(e.suite.get("hash"), e.name)]) == 1 else f"{e.name} ({e.id[:6]})"
-            for e in entries}
+        by_name[key(e)].append(e)
+    return {e.id: e.name if len(by_name[key(e)]) == 1 else f"{e.name} ({e.id[:6]})" for e in entries}
 
 
 def _steps(value: object) -> int | None:

@@ -37,7 +37,6 @@ import secrets
 import socket
 import threading
 import time
-import urllib.request
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -127,8 +126,7 @@ class LLMProxy:
                  cache: bool = True, timeout: float = UPSTREAM_TIMEOUT_S, grammar: bool = False):
         self._embedded: Any = None  # the EmbeddedServer of upstream "embedded", started at the first call
         self.model_sha256: str | None = None  # the sha256 of the embedded upstream's model file
-        self._lazy = upstream == EMBEDDED
-        if self._lazy:
+        if upstream == EMBEDDED:  # stays EMBEDDED until the first call starts it (then its URL)
             grammar = True  # llama.cpp takes the grammar field
             self.upstream = EMBEDDED
         else:
@@ -158,10 +156,10 @@ class LLMProxy:
     def _ensure_upstream(self) -> None:
         """Start the embedded upstream at the first call that needs it (an agent that never calls an
         LLM costs no model load)."""
-        if not self._lazy:
+        if self.upstream != EMBEDDED:
             return
         with self._start_lock:
-            if not self._lazy:
+            if self.upstream != EMBEDDED:
                 return
             from .server import EmbeddedServer
 
@@ -172,13 +170,8 @@ class LLMProxy:
                 raise _HTTPError(502, f"the embedded LLM upstream could not start: {exc}"[:600],
                                  "upstream_error") from None
             self._embedded = server
+            self.model_sha256 = server.model_sha256  # the served file's identity, for the trajectory lines
             self._target(url)
-            self._lazy = False
-            try:  # the served file's identity, for the trajectory lines
-                with urllib.request.urlopen(url + "/models", timeout=10) as r:
-                    self.model_sha256 = json.load(r)["data"][0].get("sha256")
-            except (OSError, ValueError, KeyError, IndexError, TypeError):
-                self.model_sha256 = None
 
     # ------------------------------------------------------------------ the worker's side
     def new_token(self) -> str:
@@ -476,6 +469,8 @@ class _Handler(JSONHandler):
         return headers
 
     def do_POST(self) -> None:  # noqa: N802
+        keep = self.close_connection
+        self.close_connection = True  # until the body is read: an answer before it ends the connection
         try:
             token, endpoint = self._route()
             if endpoint not in ENDPOINTS:
@@ -483,12 +478,11 @@ class _Handler(JSONHandler):
                                       f"/v1/chat/completions and /v1/completions", "not_found")
             length = self.headers.get("Content-Length")
             if length is None or not length.isdigit():
-                self.close_connection = True
                 raise _HTTPError(411, "send the request with a Content-Length header")
             if int(length) > MAX_BODY_BYTES:
-                self.close_connection = True
                 raise _HTTPError(413, f"request body of {length} bytes; at most {MAX_BODY_BYTES} allowed")
             raw = self.rfile.read(int(length))
+            self.close_connection = keep
             status, body, content_type = self.owner.call(token, endpoint, raw, self._forwarded_headers())
             self._send(status, body, content_type)
         except _HTTPError as err:

@@ -48,7 +48,6 @@ __all__ = ["EmbeddedServer", "MODEL_ALIAS", "Generator", "serve"]
 
 MODEL_ALIAS = "smollm2"
 READY_TIMEOUT_S = 120.0
-MAX_BODY_BYTES = 4 << 20
 DEFAULT_MAX_TOKENS = 256
 # request fields passed to llama-cpp-python as they are (others are ignored, as OpenAI servers do)
 _SAMPLING = ("temperature", "top_p", "top_k", "min_p", "typical_p", "presence_penalty", "frequency_penalty",
@@ -234,7 +233,7 @@ def _events(endpoint: str, reply: dict) -> bytes:
 def serve(generator: Generator, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
     """An HTTP server of ``generator`` on (host, port); the caller runs ``serve_forever``."""
 
-    from .proxy import JSONHandler
+    from .proxy import MAX_BODY_BYTES, JSONHandler
 
     class Handler(JSONHandler):
         def _error(self, status: int, message: str) -> None:
@@ -254,6 +253,7 @@ def serve(generator: Generator, port: int, host: str = "127.0.0.1") -> Threading
         def do_POST(self) -> None:  # noqa: N802
             endpoint = self._endpoint()
             if endpoint not in ("chat/completions", "completions"):
+                self.close_connection = True  # the body stays unread: this connection cannot go on
                 self._error(404, f"POST {self.path[:100]} is not served; /v1/chat/completions and "
                                  f"/v1/completions are")
                 return
@@ -307,6 +307,7 @@ class EmbeddedServer:
         self.ready_timeout = ready_timeout
         self.proc: subprocess.Popen | None = None
         self.url = ""
+        self.model_sha256: str | None = None  # the served file's, from the readiness answer
 
     def start(self) -> str:
         port = _free_port()
@@ -327,6 +328,7 @@ class EmbeddedServer:
             try:
                 with urllib.request.urlopen(self.url + "/models", timeout=2) as r:
                     if r.status == 200:
+                        self.model_sha256 = json.load(r)["data"][0].get("sha256")
                         return self.url
             except OSError:
                 pass
