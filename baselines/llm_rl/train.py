@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -433,11 +434,17 @@ def _log(writer: Any, row: dict, csv_path: Path, history: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m baselines.llm_rl.train", description=__doc__.split("\n")[0])
     ap.add_argument("--config", required=True, help="the experiment YAML (baselines/llm_rl/experiments/)")
-    ap.add_argument("--out-dir", help="default: runs/llm_rl/<experiment name>")
+    ap.add_argument("--out-dir", help="default: runs/llm_rl/<experiment name>, with -seed<N> when --seed is given")
+    ap.add_argument("--seed", type=int, help="the training seed (replaces training.seed of the YAML): it salts "
+                    "every rollout's sampling, so each seed is an independent training run")
     ap.add_argument("--resume", action="store_true", help="continue from <out-dir>/checkpoint.pt")
     args = ap.parse_args(argv)
     cfg = Config.from_yaml(args.config)
-    out = Path(args.out_dir or cfg.out_dir or ROOT / "runs" / "llm_rl" / cfg.name)
+    name = cfg.name
+    if args.seed is not None:
+        cfg = dataclasses.replace(cfg, seed=args.seed)
+        name = f"{cfg.name}-seed{args.seed}"
+    out = Path(args.out_dir or cfg.out_dir or ROOT / "runs" / "llm_rl" / name)
     Trainer(cfg, out).run(resume=args.resume)
 
 
