@@ -76,6 +76,57 @@ def test_server_answers_valid_actions_with_token_ids(tiny):
         server.server_close()
 
 
+def test_server_routes_runs_to_their_trained_instance(tiny):
+    """Several checkpoints: run R's requests (model '<name>-run<R>', as the agent asks) go to the R-th,
+    and a run without one is refused with a message naming the fix; bfloat16 serving answers valid
+    actions with a distribution close to float32's."""
+    import urllib.error
+
+    from baselines.llm_rl.server import load_policies, pick_policy, serve_in_thread
+
+    base = load_policies(tiny, [], instances=1)
+    # two "trained" instances: the trained layers of the base, one of them perturbed
+    state = M.trained_state(base[0].model)
+    ckpts = []
+    for k, scale in enumerate((0.0, 3.0)):
+        path = Path(tiny).parent / f"ckpt{k}.pt"
+        torch.save({"trained": {n: t + scale for n, t in state.items()}}, path)
+        ckpts.append(str(path))
+    policies = load_policies(tiny, ckpts)
+    assert len(policies) == 2 and policies[0].model is not policies[1].model
+    assert pick_policy(policies, {"model": "smollm2-run1"}) is policies[1]
+    with pytest.raises(ValueError, match="run<R>' with R below 2"):
+        pick_policy(policies, {"model": "smollm2-run2"})
+    server, _, url = serve_in_thread(policies)
+    try:
+        messages = prompt(VIEW, MENU)
+        body = {"messages": messages, "temperature": 1.0, "seed": 3, "guided_choice": MENU}
+        lp = [_post(url, {**body, "model": f"m-run{r}"})["choices"][0]["token_logprobs"] for r in (0, 1)]
+        # run 0 plays the unperturbed instance: the base model's answer to the same seed
+        server0, _, url0 = serve_in_thread(base)
+        try:
+            assert _post(url0, {**body, "model": "any"})["choices"][0]["token_logprobs"] == lp[0]
+        finally:
+            server0.shutdown()
+            server0.server_close()
+        assert lp[0] != lp[1]
+        with pytest.raises(urllib.error.HTTPError) as err:
+            _post(url, {**body, "model": "smollm2"})
+        assert err.value.code == 400
+    finally:
+        server.shutdown()
+        server.server_close()
+    half = load_policies(tiny, [], dtype="bfloat16")[0]
+    assert next(half.model.parameters()).dtype == torch.bfloat16
+    ids = M.prompt_ids(half.tokenizer, prompt(VIEW, MENU))
+    a = half.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=1)
+    b = base[0].complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=1)
+    assert a.text in MENU
+    with torch.no_grad():   # the float32 answer's log-probability under bfloat16: close, not equal
+        lp_half = float(M.sequence_logprobs(half.model, half.tokenizer, [(ids, b.token_ids, MENU, 1.0)])[0])
+    assert lp_half != sum(b.token_logprobs) and abs(lp_half - sum(b.token_logprobs)) < 0.1
+
+
 def test_server_command_line(tiny):
     import subprocess
     import sys

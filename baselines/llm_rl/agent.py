@@ -13,6 +13,10 @@ one (a server that ignores the field) is parsed for an action word, else the age
 Sampling is at temperature 1 (POLAR_LLM_RL_TEMPERATURE overrides) with a seed from (episode seed, step,
 run), so an evaluation is reproducible and runs are independent samples of the policy.
 
+It asks for the model ``smollm2-run<R>`` in run R: an upstream that serves one model answers every
+run with it; ``baselines.llm_rl.evaluate --weights A B C`` serves independently trained instances, run R
+playing the R-th (the suite's runs are training seeds, as for the PPO baseline's checkpoints).
+
 Written with the openai SDK alone: no polar_bench import.
 """
 
@@ -72,7 +76,8 @@ class Agent:
     def act(self, observation, info):
         text = " ".join(str(info.get("text", "")).split())
         reply = self.client.chat.completions.create(
-            model="smollm2", messages=prompt(text, self.menu), max_tokens=4, temperature=self.temperature,
+            model=f"smollm2-run{self.run}", messages=prompt(text, self.menu), max_tokens=4,
+            temperature=self.temperature,
             seed=call_seed(self.seed, self.step, self.run), extra_body={"guided_choice": self.menu})
         self.step += 1
         self.usage["calls"] += 1

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import torch
 
-from .model import Policy, load_model, load_trained_state
-from .server import serve_in_thread
+from .server import DTYPES, load_policies, serve_in_thread
 from .train import AGENT, ROOT
 
 
@@ -36,17 +35,19 @@ def main(argv: list[str] | None = None) -> None:
         argv, extra = argv[:k], argv[k + 1:]
     ap = argparse.ArgumentParser(prog="python -m baselines.llm_rl.evaluate", description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2")
-    ap.add_argument("--weights", help="a checkpoint of baselines.llm_rl.train (default: the base model)")
+    ap.add_argument("--weights", nargs="+", default=[], help="checkpoints of baselines.llm_rl.train, one per run "
+                    "(independently trained instances: run R plays weights[R]); default: the base model")
+    ap.add_argument("--instances", type=int, default=1, help="copies of the base model (no --weights), one per "
+                    "run, so that workers playing different runs do not queue behind one model")
+    ap.add_argument("--dtype", choices=DTYPES, default="float32", help="serving precision (see server.py)")
     ap.add_argument("--out", required=True, help="the results file")
     ap.add_argument("--trajectories", help="default: <out without .json>.trajectories/")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    model, tok = load_model(args.model)
-    if args.weights:
-        load_trained_state(model, torch.load(args.weights, map_location="cpu", weights_only=False)["trained"])
+    policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype)
     name = "smollm2-135m-rl" if args.weights else "smollm2-135m-base"
-    server, stats, url = serve_in_thread(Policy(model, tok, salt=0), model_name=name)
+    server, stats, url = serve_in_thread(policies, model_name=name)
     out = Path(args.out)
     traj = args.trajectories or str(out.with_suffix("")) + ".trajectories"
     cmd = [sys.executable, "-m", "polar_bench", "evaluate", str(AGENT), "--llm-upstream", url,
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     finally:
         server.shutdown()
         server.server_close()
-    summary = {"model": name, "weights": args.weights, "calls": stats.calls,
+    summary = {"model": name, "weights": args.weights, "dtype": args.dtype, "calls": stats.calls,
                "ms_per_call": round(stats.ms_per_call(), 1), "wall_seconds": round(time.perf_counter() - t0, 1)}
     print(json.dumps(summary), flush=True)
     out.with_suffix(".upstream.json").write_text(json.dumps(summary, indent=1) + "\n")
