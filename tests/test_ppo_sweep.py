@@ -52,6 +52,15 @@ def test_out_dir_flag_overrides_the_experiment_and_a_bad_suite_stops_the_sweep_f
         str(tmp_path / "chosen" / "checkpoints" / "gym/CartPole-v1" / f"run{seed}.pt") for seed in (0, 1)]
     assert (tmp_path / "chosen" / "curves" / "gym/CartPole-v1" / "run1.csv").is_file()
     assert not (tmp_path / "ignored").exists()
+    # --skip-existing: nothing left to train; with run 1's checkpoint gone, only run 1 trains, the same again
+    again = [_experiment(tmp_path, "ignored"), "--workers", "1", "--out-dir", str(tmp_path / "chosen"),
+             "--skip-existing"]
+    assert sweep.main(again) == []
+    run1 = tmp_path / "chosen" / "checkpoints" / "gym/CartPole-v1" / "run1.pt"
+    before = run1.with_suffix(".json").read_text()
+    run1.unlink()
+    assert [s["seed"] for s in sweep.main(again)] == [1]
+    assert run1.is_file() and run1.with_suffix(".json").read_text() == before   # same seed, same run
     data = yaml.safe_load(Path(_experiment(tmp_path, "typo")).read_text())
     data["evaluation"]["suite"] = "v1x"
     typo = tmp_path / "typo.yaml"

@@ -116,10 +116,19 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--workers", type=int, help="parallel runs (default: distributed.num_workers, else all CPUs)")
     p.add_argument("--out-dir", help="output folder (default: the experiment's out_dir, else runs/ppo at the "
                                      "project root); --out-dir baselines/ppo writes where the committed baseline lives")
+    p.add_argument("--skip-existing", action="store_true", help="leave out the runs whose checkpoint is already in "
+                   "the output folder (a sweep cut short, continued later), and start the rest seed by seed, so "
+                   "that a sweep stopped early has whole seeds done")
     args = p.parse_args(argv)
     defaults = _distributed_defaults(args.experiment)
     configs = configs_from_args(["--config", args.experiment]
                                 + (["--out-dir", args.out_dir] if args.out_dir else []))
+    if args.skip_existing:
+        todo = sorted((c for c in configs if not checkpoint_file(c).is_file()), key=lambda c: c.seed)
+        print(json.dumps({"skipped_existing": len(configs) - len(todo), "to_train": len(todo)}), flush=True)
+        configs = todo
+        if not configs:
+            return []
     backend = args.backend or defaults["backend"] or "local"
     summaries = run_sweep(configs, backend, args.workers or defaults["workers"], args.address)
     print(f"{'task':28s} {'seed':>4s} {'steps':>9s} {'eval return':>12s} {'seconds':>8s}")
@@ -129,4 +138,4 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    run_command(lambda: sys.exit(0 if main() else 1))
+    run_command(lambda: sys.exit(0 if main() is not None else 1))
