@@ -1,6 +1,6 @@
 """Learning curves of baselines/llm_rl runs from their metrics.csv files: mean training return, success
 rate and loss per iteration, one line per run (training seed) and their mean, as a PNG (matplotlib)
-beside a copy of each CSV (``<stem>-<run folder>.csv``).
+beside a copy of each CSV (``<run folder>.csv`` in the PNG's folder).
 
     python -m baselines.llm_rl.plot_curves runs/llm_rl/gotoredball-seed{0,1,2}/metrics.csv \\
         baselines/llm_rl/curves/gotoredball
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
         if not src.is_file():
             raise SystemExit(f"error: {src} does not exist: pass the metrics.csv of a run of baselines.llm_rl.train")
         runs[src.parent.name] = list(csv.DictReader(src.open()))
-        shutil.copyfile(src, stem.parent / f"{stem.name}-{src.parent.name}.csv")
+        shutil.copyfile(src, stem.parent / f"{src.parent.name}.csv")
     import matplotlib
 
     matplotlib.use("Agg")
