@@ -60,7 +60,7 @@ FOOD_NUTRITION = {"food ration": 800, "cram ration": 600, "lembas wafer": 800, "
                   "C-ration": 300, "K-ration": 400}
 CHOKE_MARGIN = 1900  # NetHack chokes at 2000 when a meal was started while satiated
 # Steps spent on a level after which the bot heads for known downstairs, per task.
-LEVEL_BUDGET = {"Score": 0, "Gold": 400, "Scout": 180, "Eat": 400}
+LEVEL_BUDGET = {"Score": 0, "Gold": 400, "Scout": 180, "Eat": 400}  # other tasks (Staircase, Oracle, ...): 0
 
 
 def _monsters() -> list[tuple[str, int, int]]:
@@ -350,7 +350,7 @@ class NetHackBot:
         healthy = hp * 2 >= hpmax
         descend = healthy and (self.task_name != "Eat" or self.steps < 900)
         frontier_target = nearest(dist, frontier)
-        level_done = frontier_target is None or level.steps > LEVEL_BUDGET[self.task_name]
+        level_done = frontier_target is None or level.steps > LEVEL_BUDGET.get(self.task_name, 0)
         if descend and level_done and stairs.any():
             if stairs[pos]:
                 self.last_move, self.mode = None, "descend"
