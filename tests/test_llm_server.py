@@ -158,3 +158,44 @@ def test_server_refuses_bad_requests_and_keeps_serving(server, body, message):
     assert status == 400 and message in reply["error"]["message"]
     status, _ = _post(server, "completions", {"prompt": "Hello", "max_tokens": 1})
     assert status == 200
+
+
+def test_the_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
+    """A worker killed with SIGKILL (a timeout, the OOM killer) cannot stop its embedded server; the
+    server, in a session of its own, notices that its parent is gone and exits."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pid_file = tmp_path / "server.pid"
+    code = ("import sys, time\n"
+            "from polar_bench.llm.server import EmbeddedServer\n"
+            "s = EmbeddedServer(n_threads=1, ready_timeout=90)\n"
+            "s.start()\n"
+            f"open({str(pid_file)!r}, 'w').write(str(s.proc.pid))\n"
+            "time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 120
+        while not pid_file.exists() or not pid_file.read_text():
+            assert parent.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.1)
+        server_pid = int(pid_file.read_text())
+        os.kill(server_pid, 0)   # alive while its parent is
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                os.kill(server_pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(server_pid, signal.SIGKILL)
+            raise AssertionError("the embedded server outlived the process that started it")
+    finally:
+        if parent.poll() is None:
+            parent.kill()

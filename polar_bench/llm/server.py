@@ -312,7 +312,7 @@ class EmbeddedServer:
     def start(self) -> str:
         port = _free_port()
         cmd = [sys.executable, "-m", "polar_bench.llm.server", "--port", str(port),
-               "--threads", str(self.n_threads), "--n-ctx", str(self.n_ctx)]
+               "--threads", str(self.n_threads), "--n-ctx", str(self.n_ctx), "--parent-pid", str(os.getpid())]
         if self.model is not None:
             cmd += ["--model", str(self.model)]
         log = tempfile.TemporaryFile()
@@ -355,6 +355,20 @@ class EmbeddedServer:
         self.stop()
 
 
+def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
+    """End this process as soon as ``parent`` is no longer its parent (it died and this process was
+    re-parented): the server runs in a session of its own, so nothing else would stop it."""
+    if os.getppid() != parent:
+        os._exit(0)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m polar_bench.llm.server",
                                 description="Serve a GGUF model (SmolLM2 by default) with the OpenAI API, "
@@ -364,7 +378,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default 1)")
     p.add_argument("--n-ctx", type=int, default=2048)
     p.add_argument("--alias", default=MODEL_ALIAS, help="the model name the server answers with")
+    p.add_argument("--parent-pid", type=int, help="exit when this process is gone (EmbeddedServer passes its "
+                   "own: a worker killed with SIGKILL leaves no server behind)")
     args = p.parse_args(argv)
+    if args.parent_pid is not None:
+        _exit_with_parent(args.parent_pid)
     try:
         generator = Generator(args.model, n_ctx=args.n_ctx, n_threads=args.threads, alias=args.alias)
     except (UserError, LLMError) as exc:
