@@ -56,22 +56,11 @@ def answer_distribution(policy, ids: list[int], menu: list[str]):
     """P(answer) for every menu entry under ``policy``'s masked temperature-1 sampling."""
     import torch
 
-    from baselines.llm_rl.model import masked_logprobs
+    from baselines.llm_rl.model import sequence_logprobs
 
-    trie = policy.trie(menu)
-    probs = []
     with torch.no_grad():
-        for choice in menu:
-            toks = policy.tokenizer.encode(choice, add_special_tokens=False)
-            lp, prefix = 0.0, []
-            for t in toks:
-                allowed = trie.allowed(prefix)
-                if len(allowed) > 1:
-                    logits = policy.model(input_ids=torch.tensor([ids + prefix]), logits_to_keep=1).logits[0, -1]
-                    lp += float(masked_logprobs(logits, allowed, 1.0)[allowed.index(t)])
-                prefix.append(t)
-            probs.append(lp)
-    return torch.tensor(probs).exp()
+        answers = policy.trie(menu).sequences
+        return sequence_logprobs(policy.model, policy.tokenizer, [(ids, a, menu, 1.0) for a in answers]).exp()
 
 
 def main() -> None:

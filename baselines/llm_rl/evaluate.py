@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,7 +22,7 @@ from pathlib import Path
 import torch
 
 from .server import DTYPES, load_policies, serve_in_thread
-from .train import AGENT, ROOT
+from .train import evaluate_agent
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,12 +48,9 @@ def main(argv: list[str] | None = None) -> None:
     server, stats, url = serve_in_thread(policies, model_name=name)
     out = Path(args.out)
     traj = args.trajectories or str(out.with_suffix("")) + ".trajectories"
-    cmd = [sys.executable, "-m", "polar_bench", "evaluate", str(AGENT), "--llm-upstream", url,
-           "--trajectories", traj, "--out", str(out), "--no-progress", *extra]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     t0 = time.perf_counter()
     try:
-        rc = subprocess.run(cmd, cwd=ROOT, env=env).returncode
+        rc = evaluate_agent(url, ["--trajectories", traj, "--out", str(out), *extra]).returncode
     finally:
         server.shutdown()
         server.server_close()

@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--instances", type=int, default=1, help="copies of the base model (no --weights) "
                     "answering in parallel, picked like several --weights")
     ap.add_argument("--dtype", choices=DTYPES, default="float32", help="the serving precision (bfloat16: "
-                    "1.7-2.3x faster per call on this AVX-512 CPU, a slightly different distribution: "
+                    "about 1.7x faster per call on this AVX-512 CPU, a slightly different distribution: "
                     "benchmarks/llm_rl_serving.py)")
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--salt", type=int, default=0, help="mixed into every request seed (0 for evaluation)")

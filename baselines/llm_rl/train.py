@@ -279,6 +279,14 @@ def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
 Rollout = Callable[["Trainer", int, Path], Path]
 
 
+def evaluate_agent(url: str, args: list[str], **run: Any) -> subprocess.CompletedProcess:
+    """``python -m polar_bench evaluate`` of the agent file behind the LLM proxy, its upstream at ``url``
+    (``args``: the rest of the command line; ``run``: passed to `subprocess.run`)."""
+    cmd = [sys.executable, "-m", "polar_bench", "evaluate", str(AGENT), "--llm-upstream", url, "--no-progress", *args]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(cmd, cwd=ROOT, env=env, **run)
+
+
 def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
     """Serve the current weights and run the agent on the training suite under ``evaluate`` with the
     LLM proxy recording trajectories; returns the trajectory folder."""
@@ -289,13 +297,11 @@ def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
     traj = folder / "trajectories"
     server, stats, url = serve_in_thread(trainer.policy, model_name=f"smollm2-rl-iter{iteration}")
     try:
-        cmd = [sys.executable, "-m", "polar_bench", "evaluate", str(AGENT), "--suite", str(suite),
-               "--llm-upstream", url, "--trajectories", str(traj), "--out", str(folder / "results.json"),
-               "--workers", str(cfg.workers), "--no-progress"]
+        args = ["--suite", str(suite), "--trajectories", str(traj), "--out", str(folder / "results.json"),
+                "--workers", str(cfg.workers)]
         if cfg.allow_version_mismatch:
-            cmd.append("--allow-version-mismatch")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+            args.append("--allow-version-mismatch")
+        proc = evaluate_agent(url, args, capture_output=True, text=True)
         (folder / "evaluate.log").write_text(proc.stdout + proc.stderr)
         if proc.returncode != 0:
             raise RuntimeError(f"evaluate failed ({proc.returncode}); see {folder / 'evaluate.log'}:\n"

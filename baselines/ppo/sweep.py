@@ -21,7 +21,6 @@ import dataclasses
 import json
 import multiprocessing as mp
 import os
-import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -138,4 +137,4 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 
 if __name__ == "__main__":
-    run_command(lambda: sys.exit(0 if main() is not None else 1))
+    run_command(main)

@@ -357,7 +357,9 @@ class EmbeddedServer:
 
 def _exit_with_parent(parent: int, interval: float = 0.5) -> None:
     """End this process as soon as ``parent`` is no longer its parent (it died and this process was
-    re-parented): the server runs in a session of its own, so nothing else would stop it."""
+    re-parented): the server runs in a session of its own, so nothing else would stop it. Not
+    PR_SET_PDEATHSIG, as the agent process uses (`polar_bench.evaluate.agent_process`): that fires when
+    the *thread* that started the child ends, and the proxy starts this server from a request thread."""
     if os.getppid() != parent:
         os._exit(0)
 
