@@ -72,6 +72,16 @@ def test_training_seeds_are_disjoint_from_the_evaluation_seeds():
     assert first not in cg.train_seeds("gym/CartPole-v1", 3, exclude={first})
 
 
+def test_the_seeds_kept_out_of_training_are_every_shipped_suites():
+    """A search excludes the evaluation seeds of every released suite, not only v1's: an Atari game
+    exists only in v2, and a program searched once is evaluated under both."""
+    v2 = load_suite("v2")
+    assert cg.evaluation_seeds("atari/Pong") == set(v2.task("atari/Pong").seeds)
+    assert cg.evaluation_seeds("atari/Pong", ("v1",)) == set()
+    both = set(load_suite("v1").task("nethack/Score").seeds) | set(v2.task("nethack/Score").seeds)
+    assert cg.evaluation_seeds("nethack/Score") == both
+
+
 def test_search_saves_the_best_program_and_the_evaluation_needs_no_llm(tmp_path, monkeypatch):
     backend = FakeBackend([BAD, GOOD])
     client = LLMClient(backend)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from baselines.ppo.rebuild import canonical_bytes, manifest
+from baselines.ppo.rebuild import adopt, canonical_bytes, manifest
 from polar_bench.artifacts import ArtifactError, ensure_artifacts
 
 torch = pytest.importorskip("torch")  # rebuild imports torch only when it runs
@@ -56,3 +56,23 @@ def test_the_trainers_config_layout_does_not_change_the_bytes(tmp_path):
     torch.save({"format": 1, "config": {"out_dir": "/tmp/polar_bench_ppo_z", "seed": 0, "lr": 3e-4},
                 "network": {"w": torch.full((3, 2), 0.5)}, "obs_rms": None}, tmp_path / "new.pt")
     assert canonical_bytes(tmp_path / "old.pt") == canonical_bytes(tmp_path / "new.pt")
+
+
+def test_adopt_takes_a_sweeps_runs_as_the_bytes_a_rebuild_would_write(tmp_path):
+    sweep, out = tmp_path / "sweep", tmp_path / "ppo" / "checkpoints"
+    (sweep / "checkpoints/atari/Breakout").mkdir(parents=True)
+    (sweep / "curves/atari/Breakout").mkdir(parents=True)
+    _checkpoint(sweep / "checkpoints/atari/Breakout/run1.pt", "/tmp/polar_bench_ppo_q", 0.5)
+    (sweep / "checkpoints/atari/Breakout/run1.json").write_text('{"eval_return_mean": 4.0}')
+    (sweep / "curves/atari/Breakout/run1.csv").write_text("step,return\n")
+    rows = adopt(sweep, out, ["atari"])
+    pt = out / "atari/Breakout/run1.pt"
+    assert pt.read_bytes() == canonical_bytes(sweep / "checkpoints/atari/Breakout/run1.pt")
+    assert rows == [{"task": "atari/Breakout", "run": 1, "sha256": manifest(out, "c/")["artifacts"][0]["sha256"]}]
+    assert (out / "atari/Breakout/run1.json").read_text() == '{"eval_return_mean": 4.0}'
+    assert (tmp_path / "ppo/curves/atari/Breakout/run1.csv").read_text() == "step,return\n"
+    assert adopt(sweep, tmp_path / "other", ["procgen"]) == []  # another family: left alone
+    # a seed that no experiment file trains could never be rebuilt, so it is refused
+    (sweep / "checkpoints/atari/Breakout/run9.pt").write_bytes(pt.read_bytes())
+    with pytest.raises(SystemExit, match="no experiment file trains atari/Breakout run 9"):
+        adopt(sweep, out, ["atari"])

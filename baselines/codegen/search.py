@@ -28,7 +28,7 @@ import polar_bench
 from polar_bench.errors import LLMError
 from polar_bench.llm import EmbeddedBackend, Grammar, LLMClient, Recorder, call_seed, make_client
 from polar_bench.sandbox import SandboxedPolicy, SandboxViolation
-from polar_bench.suite import SEED_BOUND, load_suite
+from polar_bench.suite import SEED_BOUND, SUITES_DIR, load_suite
 from polar_bench.task_info import TaskInfo
 
 from .templates import Template, describe_value
@@ -55,14 +55,14 @@ def train_seeds(task_id: str, n: int, *, exclude: Collection[int] = frozenset())
     return seeds
 
 
-def evaluation_seeds(task_id: str, suites: tuple[str, ...] = ("v1",)) -> set[int]:
+def evaluation_seeds(task_id: str, suites: Collection[str] | None = None) -> set[int]:
+    """Every evaluation seed of ``task_id`` in ``suites`` (default: every suite the package ships, so
+    that a program searched for v1 is not trained on a seed that v2 evaluates, or the other way)."""
     out: set[int] = set()
-    for name in suites:
-        try:
-            suite = load_suite(name)
+    for name in suites if suites is not None else sorted(p.stem for p in SUITES_DIR.glob("*.toml")):
+        suite = load_suite(name)
+        if task_id in suite.task_ids:
             out.update(suite.task(task_id).seeds)
-        except Exception:  # noqa: BLE001 - a task outside the suite has no evaluation seeds there
-            pass
     return out
 
 

@@ -1,7 +1,8 @@
 """Rebuild PPO checkpoints bit for bit: retrain (task, run) as the experiment file did, byte-stable output.
 
     python -m baselines.ppo.rebuild TASK RUN [TASK RUN ...] [--out DIR] [--manifest]
-    python -m baselines.ppo.rebuild --missing [--families procgen nethack]
+    python -m baselines.ppo.rebuild --missing [--families procgen nethack atari]
+    python -m baselines.ppo.rebuild --adopt runs/ppo-atari100k [--families atari]
     python -m baselines.ppo.rebuild --write-manifest
 
 Training is seeded and, with one torch thread, gives the same network weights on every run on the
@@ -18,6 +19,11 @@ memory, so that its SHA-256 depends on the weights alone; those are the SHA-256 
 it is on disk now, and for the git-ignored families (`REBUILT`) this module as the recipe; a
 checkpoint of those families that is absent is listed with ``"sha256": null`` (not pinned, so an
 entry that needs it is not verifiable until it is rebuilt and pinned).
+
+``--adopt DIR`` takes the runs of a finished sweep (``python -m baselines.ppo.sweep ... --out-dir DIR``)
+into this folder without training them again: each checkpoint re-serialized by `canonical_bytes` (the
+bytes a rebuild gives), its ``.json`` sidecar and its learning curve. A run whose task and seed no
+experiment file here trains is refused, since nothing could rebuild it.
 
 Only the ``.pt`` is written (atomically, into ``checkpoints/<task>/run<run>.pt`` of this folder or
 ``--out``); the committed ``.json`` sidecar, curve and logs are left alone. Each rebuilt run prints its
@@ -36,24 +42,25 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REBUILT = ("procgen", "nethack")  # families whose checkpoints are git-ignored and rebuilt by retraining
+# families whose checkpoints are git-ignored and rebuilt by retraining
+REBUILT = ("procgen", "nethack", "atari")
 RECIPE = {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}"], "cwd": "../..",
           "about": "deterministic retrain with one torch thread: about 40 s per Procgen run, 2-3 min per "
-                   "NetHack run on one core"}
-EXPERIMENTS = ("v1_trained.yaml", "v1_rest.yaml", "v1_procgen.yaml")
+                   "NetHack run, 4-5 min per Atari 100k run on one core"}
+EXPERIMENTS = ("v1_trained.yaml", "v1_rest.yaml", "v1_procgen.yaml", "v2_atari100k.yaml")
 # What a rebuilt checkpoint keeps of the trainer's config: the seed; the settings are the experiment file's.
 CANONICAL_CONFIG_KEYS = ("seed",)
 
 
 def find_config(task: str, run: int):
-    """The `Config` that trained ``task``'s run ``run``, from the v1 experiment files."""
+    """The `Config` that trained ``task``'s run ``run``, from the experiment files of `EXPERIMENTS`."""
     from .train import load_experiment
 
     for name in EXPERIMENTS:
         for cfg in load_experiment(HERE / "experiments" / name):
             if cfg.task == task and cfg.seed == run:
                 return cfg
-    raise SystemExit(f"no v1 experiment file trains {task} run {run} (looked in {', '.join(EXPERIMENTS)})")
+    raise SystemExit(f"no experiment file trains {task} run {run} (looked in {', '.join(EXPERIMENTS)})")
 
 
 def canonical_bytes(checkpoint: Path) -> bytes:
@@ -87,6 +94,33 @@ def rebuild(task: str, run: int, out: Path) -> dict:
     return {"task": task, "run": run, "path": str(target), "sha256": hashlib.sha256(data).hexdigest(),
             "bytes": len(data), "eval_return_mean": summary.get("eval_return_mean"),
             "committed_eval_return_mean": committed, "seconds": summary.get("seconds")}
+
+
+def adopt(sweep_dir: Path, out: Path, families: list[str]) -> list[dict]:
+    """Take the finished runs of a sweep's output folder into ``out`` (see the module's docstring)."""
+    done = []
+    for pt in sorted((sweep_dir / "checkpoints").glob("*/*/run*.pt")):
+        family, name, run = pt.parent.parent.name, pt.parent.name, int(pt.stem[3:])
+        task = f"{family}/{name}"
+        if family not in families:
+            continue
+        find_config(task, run)  # exits if nothing here could rebuild it
+        data = canonical_bytes(pt)
+        target = out / task / f"run{run}.pt"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for src, dst, payload in ((pt, target, data), (pt.with_suffix(".json"), target.with_suffix(".json"), None),
+                                  (sweep_dir / "curves" / task / f"run{run}.csv",
+                                   out.parent / "curves" / task / f"run{run}.csv", None)):
+            if payload is None:
+                if not src.is_file():
+                    raise SystemExit(f"{src} is missing: the sweep did not finish {task} run {run}")
+                payload = src.read_bytes()
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dst.with_name(dst.name + f".{os.getpid()}.tmp")
+            tmp.write_bytes(payload)
+            os.replace(tmp, dst)
+        done.append({"task": task, "run": run, "sha256": hashlib.sha256(data).hexdigest()})
+    return done
 
 
 def missing(families: list[str]) -> list[tuple[str, int]]:
@@ -123,7 +157,7 @@ def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None
         artifacts.append(row)
     return {"format": 1,
             "about": "PPO checkpoints (baselines/ppo/README.md, 'Artifacts'): committed ones are checked; "
-                     "Procgen and NetHack ones are git-ignored and rebuilt bit for bit by retraining. "
+                     "Procgen, NetHack and Atari ones are git-ignored and rebuilt bit for bit by retraining. "
                      "Written by python -m baselines.ppo.rebuild --write-manifest.",
             "recipes": {"retrain": RECIPE}, "artifacts": artifacts}
 
@@ -156,8 +190,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m baselines.ppo.rebuild", description=__doc__.split("\n\n")[0])
     p.add_argument("pairs", nargs="*", help="TASK RUN pairs, e.g. procgen/bigfish 0")
     p.add_argument("--missing", action="store_true", help="every checkpoint whose sidecar is committed but .pt absent")
-    p.add_argument("--families", nargs="+", default=["procgen", "nethack"],
-                   help="with --missing (default: %(default)s)")
+    p.add_argument("--families", nargs="+", default=list(REBUILT),
+                   help="with --missing or --adopt (default: %(default)s)")
+    p.add_argument("--adopt", metavar="DIR", help="take the finished runs of a sweep's --out-dir DIR into --out "
+                   "(canonical checkpoint bytes, sidecars, curves), without training")
     p.add_argument("--out", default=str(HERE / "checkpoints"), help="checkpoint folder (default: this folder's)")
     p.add_argument("--write-manifest", action="store_true",
                    help="write artifacts.json here and in baselines/llm_ppo/ from the checkpoints on disk")
@@ -165,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_manifest:
         for path in write_manifests():
             print(f"wrote {path}")
+        return 0
+    if args.adopt:
+        for row in adopt(Path(args.adopt), Path(args.out), args.families):
+            print(json.dumps(row), flush=True)
         return 0
     if len(args.pairs) % 2:
         p.error("give TASK RUN pairs")
