@@ -383,6 +383,31 @@ def test_failures_with_several_episodes_per_worker(tmp_path, capsys):
     assert "exit code 3" in eps[15]["error"] and "native simulator exploded" in eps[11]["error"]
 
 
+def test_a_worker_lost_mid_run_is_replaced_and_the_results_say_why_and_what_it_played(tmp_path, capsys):
+    """A worker that dies once (here its environment ends the process on seed 12, the first time only)
+    is replaced and its episodes played again; the results keep why and what it was playing, and stderr
+    says so at once, since a retried episode leaves no other trace."""
+    marker = tmp_path / "died-once"
+    die_once = (f"            if self.seed_ == 12 and self.t == 3 and not os.path.exists({str(marker)!r}):\n"
+                f"                open({str(marker)!r}, 'w').close()\n"
+                f"                os._exit(9)\n")
+    source = FAULTY_PLUGIN.replace("            if self.seed_ == 11", die_once + "            if self.seed_ == 11")
+    source = source.replace("import numpy as np", "import os\n    import numpy as np")
+    plugin = write(tmp_path / "faulty_family.py", source)
+    suite = write(tmp_path / "faulty.toml", FAULTY_SUITE)
+    out = str(tmp_path / "r.json")
+    code, _, err = run_cli(["evaluate", str(EXAMPLES / "random_agent.py"), "--suite", suite, "--out", out,
+                            "--workers", "1", "--harness-plugin", plugin, "--envs-per-worker", "2",
+                            "--no-progress"], capsys)
+    assert marker.exists() and code == 1, err  # 1: seed 11's env_error
+    data = read_results(out).data
+    assert [e["status"] for e in sorted(data["episodes"], key=lambda e: e["seed"])] == ["ok", "env_error"] + ["ok"] * 5
+    assert data["config"]["replaced_workers"] == 1
+    (loss,) = data["config"]["worker_losses"]
+    assert loss["why"] == "exit code 9" and "faulty/env run 0 episode 2" in loss["playing"]
+    assert "[polar_bench] a worker was lost (exit code 9) while playing" in err
+
+
 def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, capsys):
     """Evaluate one task, then the whole suite with the same --out: the first task's episodes are
     reused (not replayed) and the results equal a single full run's."""

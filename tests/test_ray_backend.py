@@ -148,7 +148,9 @@ def test_node_death_mid_run_retries_its_episodes_elsewhere(tmp_path, capsys):
         t.join(timeout=300)
         assert codes == [0]
         assert _episodes(str(out)) == _episodes(ref)
-        assert read_results(str(out)).data["config"]["replaced_workers"] >= 1  # the loss really hit the run
+        config = read_results(str(out)).data["config"]
+        assert config["replaced_workers"] >= 1  # the loss really hit the run
+        assert len(config["worker_losses"]) == config["replaced_workers"] and config["worker_losses"][0]["playing"]
         keys = [tuple(json.loads(x)[k] for k in ("task", "run", "index")) for x in journal.read_text().splitlines()[1:]]
         assert len(keys) == len(set(keys)) == 24
     finally:

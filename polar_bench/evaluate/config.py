@@ -51,6 +51,7 @@ class EvalConfig:
     backend: str = "local"  # "local" (worker processes) or "ray"
     address: str | None = None  # Ray: None starts a local Ray; "auto" or "ray://HOST:PORT" joins a cluster
     replaced_workers: int = 0  # workers (processes or actors) that died or were killed and replaced
+    worker_losses: list[dict] = field(default_factory=list)  # why each was lost and what it was playing
     # episodes each worker plays at once, stepped together: one request to the agent process per step for
     # all of them, which amortizes the round trip (results do not depend on it)
     envs_per_worker: int = 8

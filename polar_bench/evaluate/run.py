@@ -187,7 +187,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
                    "tasks": [t.id for t in cfg.tasks], "workers": cfg.workers,
                    "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
                    "backend": cfg.backend, "envs_per_worker": cfg.envs_per_worker,
-                   "replaced_workers": cfg.replaced_workers},
+                   "replaced_workers": cfg.replaced_workers, "worker_losses": cfg.worker_losses},
         "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
         "started": journal.started or started,
         "finished": now(),
