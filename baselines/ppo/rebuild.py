@@ -47,7 +47,7 @@ REBUILT = ("procgen", "nethack", "atari")
 RECIPE = {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}"], "cwd": "../..",
           "about": "deterministic retrain with one torch thread: about 40 s per Procgen run, 2-3 min per "
                    "NetHack run, 4-5 min per Atari 100k run on one core"}
-EXPERIMENTS = ("v1_trained.yaml", "v1_rest.yaml", "v1_procgen.yaml", "v2_atari100k.yaml")
+EXPERIMENTS = ("v1_trained.yaml", "v1_rest.yaml", "v1_procgen.yaml", "v2_atari100k.yaml", "v2_runs34.yaml")
 # What a rebuilt checkpoint keeps of the trainer's config: the seed; the settings are the experiment file's.
 CANONICAL_CONFIG_KEYS = ("seed",)
 
