@@ -243,3 +243,14 @@ def test_a_search_whose_every_llm_call_fails_is_one_clear_error():
         cg.search_task(LLMClient(backend), "gym/CartPole-v1", 0, candidates=2, rounds=2, episodes=1,
                        options={"max_episode_steps": 20})
     assert len(backend.requests) == 4
+
+
+def test_the_search_budget_is_reported_under_the_suites_domain_names(tmp_path):
+    from baselines.codegen.agent import _search_steps
+
+    for task, steps in (("atari/Pong", [900, 1100]), ("gym/CartPole-v1", [40]), ("nethack/Score", [1000])):
+        (tmp_path / task).mkdir(parents=True)
+        (tmp_path / task / "run0.json").write_text(json.dumps({"task": task, "tried": [{"steps": s} for s in steps]}))
+    per_domain, per_task = _search_steps(tmp_path)
+    assert per_domain == {"atari100k": 2000, "classic": 40, "nethack": 1000}
+    assert per_task["atari/Pong"] == 2000
