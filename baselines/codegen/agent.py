@@ -69,7 +69,8 @@ def _search_steps(root: Path) -> tuple[dict, dict]:
     return per_domain, per_task
 
 
-DOMAIN_OF_FAMILY = {"gym": "classic", "atari": "atari100k"}  # task ids are <family>/<name>; the suites name these domains otherwise
+# task ids are <family>/<name>; the suites name these families' domains otherwise
+DOMAIN_OF_FAMILY = {"gym": "classic", "atari": "atari100k"}
 _PER_DOMAIN, _PER_TASK = _search_steps(programs_dir())
 
 AGENT_INFO = {
