@@ -184,6 +184,17 @@ def test_agent_info_budget_per_domain_and_llm_tokens():
     assert problems_of(untrained, "agent_info") == []
 
 
+def test_a_budget_may_name_the_domains_of_other_released_suites():
+    """One agent trained for v1 and v2 (the PPO baseline: atari100k is v2's) submits to v1 with the
+    same AGENT_INFO; a name that no released suite has is still an error."""
+    data = valid_results()
+    assert data["suite"]["name"] == "v1"
+    data["agent"]["info"]["training_steps"] = {**data["agent"]["info"]["training_steps"], "atari100k": 100_000}
+    assert problems_of(data, "agent_info") == []
+    data["agent"]["info"]["training_steps"]["atari100"] = 5
+    assert "training_steps/atari100: is not a domain of suite v1" in messages(problems_of(data, "agent_info"))
+
+
 def test_every_check_passes_on_a_valid_file():
     assert check_data(valid_results()) == []
 
