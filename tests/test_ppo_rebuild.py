@@ -76,3 +76,18 @@ def test_adopt_takes_a_sweeps_runs_as_the_bytes_a_rebuild_would_write(tmp_path):
     (sweep / "checkpoints/atari/Breakout/run9.pt").write_bytes(pt.read_bytes())
     with pytest.raises(SystemExit, match="no experiment file trains atari/Breakout run 9"):
         adopt(sweep, out, ["atari"])
+
+
+def test_rewriting_the_manifest_keeps_the_pins_of_rebuildable_checkpoints_absent_here(tmp_path):
+    """A clone without the git-ignored Procgen checkpoints rewrites the manifest (say, after adopting
+    new Atari runs): the Procgen rows keep their SHA-256 instead of being unpinned."""
+    ckpt = tmp_path / "checkpoints"
+    for task in ("procgen/coinrun", "atari/Pong"):
+        (ckpt / task).mkdir(parents=True)
+        (ckpt / task / "run0.json").write_text("{}")
+    (ckpt / "atari/Pong/run0.pt").write_bytes(b"new weights")
+    before = {"artifacts": [{"path": "checkpoints/procgen/coinrun/run0.pt", "sha256": "ab" * 32, "bytes": 7}]}
+    rows = {a["task"]: a for a in manifest(ckpt, "checkpoints/", previous=before)["artifacts"]}
+    assert (rows["procgen/coinrun"]["sha256"], rows["procgen/coinrun"]["bytes"]) == ("ab" * 32, 7)
+    assert rows["atari/Pong"]["sha256"] and rows["atari/Pong"]["recipe"] == "retrain"
+    assert {a["task"]: a for a in manifest(ckpt, "checkpoints/")["artifacts"]}["procgen/coinrun"]["sha256"] is None

@@ -17,8 +17,9 @@ memory, so that its SHA-256 depends on the weights alone; those are the SHA-256 
 ``--write-manifest`` writes ``artifacts.json`` beside ``agent.py`` here and in ``baselines/llm_ppo/``
 (whose agent plays the same checkpoints): every checkpoint with a committed sidecar, its SHA-256 as
 it is on disk now, and for the git-ignored families (`REBUILT`) this module as the recipe; a
-checkpoint of those families that is absent is listed with ``"sha256": null`` (not pinned, so an
-entry that needs it is not verifiable until it is rebuilt and pinned).
+checkpoint of those families that is absent keeps the SHA-256 the manifest already pinned, and is
+listed with ``"sha256": null`` only if it never was (then an entry that needs it is not verifiable
+until it is rebuilt and pinned).
 
 ``--adopt DIR`` takes the runs of a finished sweep (``python -m baselines.ppo.sweep ... --out-dir DIR``)
 into this folder without training them again: each checkpoint re-serialized by `canonical_bytes` (the
@@ -133,12 +134,16 @@ def missing(families: list[str]) -> list[tuple[str, int]]:
     return out
 
 
-def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None = None) -> dict:
+def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None = None,
+             previous: dict | None = None) -> dict:
     """The artifacts.json of an agent that plays the checkpoints in ``checkpoints``, named from its
     folder with ``prefix`` (``checkpoints/`` for this folder's agent, ``../ppo/checkpoints/`` for LLM+PPO).
-    ``shared`` maps a checkpoint's task to every task whose episodes play it (default: its own)."""
+    ``shared`` maps a checkpoint's task to every task whose episodes play it (default: its own).
+    ``previous`` is the manifest being replaced: a git-ignored checkpoint absent from this disk keeps
+    the SHA-256 it pinned (a clone that never rebuilt it must not unpin it)."""
     from polar_bench.artifacts import file_sha256
 
+    pinned = {r.get("path"): r for r in (previous or {}).get("artifacts", []) if isinstance(r, dict)}
     artifacts = []
     for sidecar in sorted(checkpoints.glob("*/*/run*.json")):
         task = f"{sidecar.parent.parent.name}/{sidecar.parent.name}"
@@ -148,8 +153,11 @@ def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None
         if family not in REBUILT and not pt.is_file():
             continue
         on_disk = pt.is_file()
-        row: dict[str, object] = {"path": f"{prefix}{task}/run{run}.pt", "sha256": file_sha256(pt) if on_disk else None,
-                                  "bytes": pt.stat().st_size if on_disk else None, "task": task, "run": run}
+        path = f"{prefix}{task}/run{run}.pt"
+        before = pinned.get(path, {})
+        row: dict[str, object] = {"path": path, "sha256": file_sha256(pt) if on_disk else before.get("sha256"),
+                                  "bytes": pt.stat().st_size if on_disk else before.get("bytes"), "task": task,
+                                  "run": run}
         if family in REBUILT:
             row["recipe"] = "retrain"
         if shared and task in shared:
@@ -179,8 +187,9 @@ def write_manifests() -> list[Path]:
     out = []
     for folder, prefix, shared in ((HERE, "checkpoints/", None),
                                    (HERE.parent / "llm_ppo", "../ppo/checkpoints/", llm_ppo_shared())):
-        data = manifest(HERE / "checkpoints", prefix, shared)  # both folders are two below the repository root
         path = folder / "artifacts.json"
+        previous = json.loads(path.read_text()) if path.is_file() else None
+        data = manifest(HERE / "checkpoints", prefix, shared, previous)  # both two below the repository root
         path.write_text(json.dumps(data, indent=1) + "\n")
         out.append(path)
     return out
