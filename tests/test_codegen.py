@@ -254,3 +254,19 @@ def test_the_search_budget_is_reported_under_the_suites_domain_names(tmp_path):
     per_domain, per_task = _search_steps(tmp_path)
     assert per_domain == {"atari100k": 2000, "classic": 40, "nethack": 1000}
     assert per_task["atari/Pong"] == 2000
+
+
+def test_skip_existing_continues_a_search_cut_short(tmp_path, monkeypatch, capsys):
+    """With --skip-existing a (task, run) whose record is saved is not searched again; the others are."""
+    backend = FakeBackend([GOOD])
+    monkeypatch.setattr(cg, "make_llm", lambda args: LLMClient(backend))
+    out = tmp_path / "programs"
+    (out / "gym" / "CartPole-v1").mkdir(parents=True)
+    (out / "gym" / "CartPole-v1" / "run0.json").write_text("{}")
+    args = ["--suite", str(SUITE), "--tasks", "gym/CartPole-v1", "--runs", "2", "-K", "1", "-N", "1",
+            "--episodes", "1", "--out", str(out), "--quiet", "--skip-existing"]
+    assert cg.main(args) == 0
+    assert "gym/CartPole-v1 run 0: already searched, skipped" in capsys.readouterr().out
+    assert (out / "gym" / "CartPole-v1" / "run0.json").read_text() == "{}"  # left as it was
+    assert json.loads((out / "gym" / "CartPole-v1" / "run1.json").read_text())["run"] == 1
+    assert len(backend.requests) == 1  # run 1's one candidate only

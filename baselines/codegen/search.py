@@ -2,7 +2,8 @@
 training seeds, the best one saved under ``programs/<task>/run<k>.py`` with a JSON record beside it.
 
     python -m baselines.codegen.search --tasks 'gym/*' --runs 3 --candidates 4 --rounds 3 \
-        [--episodes 2] [--backend embedded|http --base-url URL [--grammar]] [--mode template|free]
+        [--episodes 2] [--backend embedded|http --base-url URL [--grammar]] [--mode template|free] \
+        [--skip-existing]
 
 Run ``k`` uses LLM seed ``k``: call ``i`` of the search for (task, run k) has the seed
 ``call_seed(k, i, salt=task)``, so the search is reproducible with the embedded model. Training
@@ -333,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--out", default=str(PROGRAMS), help="where to save programs")
     p.add_argument("--quiet", action="store_true")
+    p.add_argument("--skip-existing", action="store_true", help="leave out the (task, run) pairs whose record is "
+                   "already in --out (a search cut short, continued later; each pair is deterministic)")
     args = p.parse_args(argv)
     if args.backend == "http" and not args.base_url:
         p.error("--backend http needs --base-url")
@@ -342,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     log = (lambda s: None) if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True))
     for spec in specs:
         for run in range(args.first_run, args.first_run + args.runs):
+            if args.skip_existing and program_path(spec.id, run, Path(args.out)).with_suffix(".json").is_file():
+                print(f"{spec.id} run {run}: already searched, skipped", flush=True)
+                continue
             rec = search_task(client, spec.id, run, candidates=args.candidates, rounds=args.rounds,
                               episodes=args.episodes, mode=args.mode, options=dict(spec.options),
                               temperature=args.temperature, max_tokens=args.max_tokens,
