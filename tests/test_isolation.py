@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from process_helpers import gone_within
 
 from polar_bench.cli import main
 from polar_bench.results import read_results
@@ -302,18 +303,7 @@ def test_an_agent_process_dies_with_its_worker(tmp_path):
     os.kill(pid, 0)  # the agent process is alive, sleeping in act
     worker.send_signal(signal.SIGKILL)
     worker.wait()
-    deadline = time.time() + 10
-    while time.time() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        if Path(f"/proc/{pid}/status").exists() and "State:\tZ" in Path(f"/proc/{pid}/status").read_text():
-            break  # a zombie waiting for init to reap it: dead
-        time.sleep(0.1)
-    else:
-        os.kill(pid, signal.SIGKILL)
-        raise AssertionError("the agent process outlived its worker")
+    assert gone_within(pid, 10), "the agent process outlived its worker"
 
 
 # ------------------------------------------------------------------------------ the request pipe

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from process_helpers import gone_within
 
 try:
     import llama_cpp  # noqa: F401
@@ -186,16 +187,7 @@ def test_the_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
         os.kill(server_pid, 0)   # alive while its parent is
         parent.send_signal(signal.SIGKILL)
         parent.wait(10)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                os.kill(server_pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            os.kill(server_pid, signal.SIGKILL)
-            raise AssertionError("the embedded server outlived the process that started it")
+        assert gone_within(server_pid, 15), "the embedded server outlived the process that started it"
     finally:
         if parent.poll() is None:
             parent.kill()

@@ -29,7 +29,7 @@ import polar_bench
 from polar_bench.errors import LLMError
 from polar_bench.llm import EmbeddedBackend, Grammar, LLMClient, Recorder, call_seed, make_client
 from polar_bench.sandbox import SandboxedPolicy, SandboxViolation
-from polar_bench.suite import SEED_BOUND, SUITES_DIR, load_suite
+from polar_bench.suite import SEED_BOUND, load_suite
 from polar_bench.task_info import TaskInfo
 
 from .templates import Template, describe_value
@@ -57,11 +57,12 @@ def train_seeds(task_id: str, n: int, *, exclude: Collection[int] = frozenset())
 
 
 def evaluation_seeds(task_id: str, suites: Collection[str] | None = None) -> set[int]:
-    """Every evaluation seed of ``task_id`` in ``suites`` (default: every suite the package ships, so
-    that a program searched for v1 is not trained on a seed that v2 evaluates, or the other way)."""
+    """Every evaluation seed of ``task_id`` in ``suites`` (default: every released suite, so that a
+    program searched for v1 is not trained on a seed that v2 evaluates, or the other way)."""
+    from polar_bench.leaderboard import released_suites
+
     out: set[int] = set()
-    for name in suites if suites is not None else sorted(p.stem for p in SUITES_DIR.glob("*.toml")):
-        suite = load_suite(name)
+    for suite in released_suites().values() if suites is None else map(load_suite, suites):
         if task_id in suite.task_ids:
             out.update(suite.task(task_id).seeds)
     return out

@@ -64,7 +64,7 @@ def find_config(task: str, run: int):
     raise SystemExit(f"no experiment file trains {task} run {run} (looked in {', '.join(EXPERIMENTS)})")
 
 
-def canonical_bytes(checkpoint: Path) -> bytes:
+def canonical_bytes(checkpoint: Path | io.BytesIO) -> bytes:
     """The checkpoint re-serialized without what depends on the machine or the trainer's version: its
     ``config`` is cut down to `CANONICAL_CONFIG_KEYS`."""
     import torch
@@ -76,6 +76,13 @@ def canonical_bytes(checkpoint: Path) -> bytes:
     return buf.getvalue()
 
 
+def _write_atomically(target: Path, data: bytes) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+
+
 def rebuild(task: str, run: int, out: Path) -> dict:
     """Retrain one run and write its byte-stable checkpoint under ``out``; return a summary."""
     from .sweep import train_isolated
@@ -84,12 +91,8 @@ def rebuild(task: str, run: int, out: Path) -> dict:
     summary, files = train_isolated(cfg)
     raw = files[f"checkpoints/{task}/run{run}.pt"]
     target = out / task / f"run{run}.pt"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + f".{os.getpid()}.tmp")
-    tmp.write_bytes(raw)
-    data = canonical_bytes(tmp)
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    data = canonical_bytes(io.BytesIO(raw))
+    _write_atomically(target, data)
     sidecar = HERE / "checkpoints" / task / f"run{run}.json"
     committed = json.loads(sidecar.read_text())["eval_return_mean"] if sidecar.is_file() else None
     return {"task": task, "run": run, "path": str(target), "sha256": hashlib.sha256(data).hexdigest(),
@@ -108,18 +111,14 @@ def adopt(sweep_dir: Path, out: Path, families: list[str]) -> list[dict]:
         find_config(task, run)  # exits if nothing here could rebuild it
         data = canonical_bytes(pt)
         target = out / task / f"run{run}.pt"
-        target.parent.mkdir(parents=True, exist_ok=True)
-        for src, dst, payload in ((pt, target, data), (pt.with_suffix(".json"), target.with_suffix(".json"), None),
-                                  (sweep_dir / "curves" / task / f"run{run}.csv",
-                                   out.parent / "curves" / task / f"run{run}.csv", None)):
-            if payload is None:
-                if not src.is_file():
-                    raise SystemExit(f"{src} is missing: the sweep did not finish {task} run {run}")
-                payload = src.read_bytes()
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dst.with_name(dst.name + f".{os.getpid()}.tmp")
-            tmp.write_bytes(payload)
-            os.replace(tmp, dst)
+        copies = ((pt.with_suffix(".json"), target.with_suffix(".json")),
+                  (sweep_dir / "curves" / task / f"run{run}.csv", out.parent / "curves" / task / f"run{run}.csv"))
+        for src, _ in copies:
+            if not src.is_file():
+                raise SystemExit(f"{src} is missing: the sweep did not finish {task} run {run}")
+        _write_atomically(target, data)
+        for src, dst in copies:
+            _write_atomically(dst, src.read_bytes())
         done.append({"task": task, "run": run, "sha256": hashlib.sha256(data).hexdigest()})
     return done
 
