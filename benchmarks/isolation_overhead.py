@@ -87,10 +87,11 @@ def _untrained_checkpoints(folder: Path) -> None:
 
 
 def _play(runner, units: list, lanes: int) -> tuple[float, list]:
+    """Play ``units`` as a worker of ``evaluate`` does: ``lanes`` at once, each lane that comes free
+    taking the next unit."""
     t0 = time.perf_counter()
-    records = []
-    for k in range(0, len(units), lanes):
-        records += runner.run_batch(units[k:k + lanes])
+    rest = list(units[lanes:])
+    records = runner.run_batch(units[:lanes], on_record=lambda rec: [rest.pop(0)] if rest else [])
     return time.perf_counter() - t0, records
 
 

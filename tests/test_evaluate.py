@@ -487,3 +487,122 @@ def test_trajectory_digest_covers_what_the_agent_acted_on():
     assert digest(np.ones(3, np.float64), np.ones(3, np.float32)) != base      # its dtype
     assert digest(np.ones(3, np.float32), np.ones(3, np.float32), action=2) != base
     assert digest(np.ones(3, np.float32), np.ones(3, np.float32), reward=0.25) != base
+
+
+def test_a_lane_that_comes_free_takes_the_next_episode_while_the_others_play_on():
+    """Streaming: what ``on_record`` answers is played in the lane that just came free, not after the
+    batch; every episode is the same as played alone, and the records come back in the order given."""
+    from polar_bench.evaluate import EpisodeRunner
+    from polar_bench.suite import load_suite
+
+    agent = str(EXAMPLES / "random_agent.py")
+    options = {t.id: dict(t.options) for t in load_suite("v1").tasks}
+    runner = EpisodeRunner(agent, options, 60.0, 600.0, 2)
+    try:
+        alone = {s: runner.run("gym/CartPole-v1", 0, s, s) for s in range(1, 13)}
+        by_length = sorted(alone, key=lambda s: alone[s]["length"])
+        first, rest = by_length[-1], by_length[:3]  # the longest episode beside the three shortest
+        assert alone[first]["length"] > sum(alone[s]["length"] for s in rest), "pick other seeds"
+        units = [("gym/CartPole-v1", 0, s, s) for s in [first, *rest]]
+        handed: list = []
+        ended: list = []
+
+        def on_record(rec):
+            ended.append(rec["seed"])
+            more = units[2 + len(handed):3 + len(handed)]
+            handed.extend(more)
+            return more
+
+        records = runner.run_batch(units[:2], on_record=on_record)
+    finally:
+        runner.close()
+    assert [r["seed"] for r in records] == [u[3] for u in units]
+    assert ended[-1] == first  # the other lane played the three short ones meanwhile
+    for r in records:
+        assert {k: r[k] for k in ("return", "length", "status", "digest")} == \
+            {k: alone[r["seed"]][k] for k in ("return", "length", "status", "digest")}
+
+
+class _FakeStreamingWorkers:
+    """A `Transport` of workers that play instantly: each wait() ends one held episode per busy worker
+    (a partial record) and reports the batch done once a worker holds nothing. Keeps what was handed out."""
+
+    streams = True
+
+    def __init__(self, size: int, die_on: set | None = None):
+        self.size, self.finished = size, [0] * size
+        self.held: dict[int, list] = {}
+        self.handed: list[tuple[int, str, list]] = []  # (worker, "batch" | "top-up", units)
+        self.die_on = set(die_on or ())
+        self.topped: list[tuple[list, list]] = []
+
+    def submit(self, i, units):
+        self.held[i] = list(units)
+        self.handed.append((i, "batch", list(units)))
+
+    def top_up(self, i, units):
+        self.topped.append(([u[2] for u in self.held.get(i, [])], list(units)))  # (what it still holds, given)
+        self.held[i] += units
+        self.handed.append((i, "top-up", list(units)))
+
+    def wait(self, timeout):
+        events = []
+        for i in sorted(self.held):
+            if not self.held[i]:
+                del self.held[i]
+                events.append((i, {"records": [], "layers": {}, "mode": "process"}, ""))
+                continue
+            task, run, index, seed = self.held[i].pop(0)
+            if (index, "died") not in self.die_on and index in self.die_on:
+                self.die_on.add((index, "died"))
+                del self.held[i]
+                events.append((i, None, "exit code 9"))
+                continue
+            self.finished[i] += 1
+            rec = {"task": task, "run": run, "index": index, "seed": seed, "return": 1.0, "length": 1,
+                   "status": "ok", "error": None}
+            events.append((i, {"records": [rec], "partial": True}, ""))
+        return events
+
+    def replace(self, i):
+        self.finished[i] = 0
+
+    def close(self, kill):
+        pass
+
+
+def _dispatch_fake(transport, episodes: int, lanes: int):
+    from collections import deque
+    from types import SimpleNamespace
+
+    from polar_bench.evaluate.config import Unit
+    from polar_bench.evaluate.dispatch import dispatch
+
+    cfg = SimpleNamespace(envs_per_worker=lanes, episode_timeout=None, replaced_workers=0, worker_losses=[])
+    todo = deque(Unit("t/a", 0, k, 100 + k) for k in range(episodes))
+    recorded: list = []
+    assert dispatch(cfg, todo, transport, recorded.append, lambda reply: None) is None  # type: ignore[arg-type]
+    return cfg, recorded
+
+
+def test_dispatch_tops_a_streaming_worker_up_one_episode_per_record_until_the_queue_runs_dry():
+    workers = _FakeStreamingWorkers(1)
+    _cfg, recorded = _dispatch_fake(workers, episodes=7, lanes=3)
+    assert sorted(r["index"] for r in recorded) == list(range(7))
+    kinds = [(kind, [u[2] for u in units]) for _i, kind, units in workers.handed]
+    assert kinds == [("batch", [0, 1, 2]), ("top-up", [3]), ("top-up", [4]), ("top-up", [5]), ("top-up", [6]),
+                     ("top-up", []), ("top-up", []), ("top-up", [])]  # one batch; every record answered
+
+
+def test_dispatch_keeps_a_retried_episode_alone_on_a_streaming_worker():
+    """A worker dies on episode 1: its unfinished episodes are retried, each in a batch of its own, and
+    no episode joins a worker while it plays a retry, so a crashing episode cannot take others down twice."""
+    workers = _FakeStreamingWorkers(1, die_on={1})
+    cfg, recorded = _dispatch_fake(workers, episodes=6, lanes=2)
+    assert sorted(r["index"] for r in recorded) == list(range(6)) and cfg.replaced_workers == 1
+    batches = [[u[2] for u in units] for _i, kind, units in workers.handed if kind == "batch"]
+    assert batches[:3] == [[0, 1], [1], [2]]  # 1 and 2 were held when the worker died: retried alone
+    given = [(held, [u[2] for u in units]) for held, units in workers.topped]
+    # before the death, 0's record brought 2 beside 1; 1's retry ended while 2's waited: nothing new, so the
+    # worker ran dry and took 2 alone; after 2's retry the stream goes on
+    assert given == [([1], [2]), ([], []), ([], [3]), ([], [4]), ([], [5]), ([], [])]

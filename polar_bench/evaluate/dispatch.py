@@ -3,7 +3,10 @@
 `dispatch` is the loop: it keeps every worker busy with a batch of up to ``envs_per_worker``
 episodes, records what comes back, replaces a worker that died or stopped answering and retries its
 episodes once (a retried episode goes alone, so that an episode that crashes its worker cannot take
-the episodes that shared a batch with it down twice). A `Transport` is how batches reach workers:
+the episodes that shared a batch with it down twice). A transport that ``streams`` (local processes)
+sends each episode's record as it ends and waits for the loop's answer: one more unit for the lane
+that came free, or none, so a worker's lanes stay full until the queue runs dry, and each step's
+request to the agent process carries as many lanes as it can. A `Transport` is how batches reach workers:
 `ProcessTransport` (spawned processes on this machine, ``--backend local``) or `RayTransport` (Ray
 actors, ``--backend ray``). Workers are trusted: each holds an `EpisodeRunner` whose agents run in
 locked-down agent processes of their own.
@@ -43,8 +46,13 @@ class Transport(Protocol):
 
     size: int
     finished: list[int]
+    streams: bool  # the worker reports each record as it comes and waits for `top_up`'s answer
 
     def submit(self, i: int, units: list[tuple]) -> None: ...
+
+    def top_up(self, i: int, units: list[tuple]) -> None:
+        """Answer a streaming worker's record: the units to play next (an empty list: none)."""
+        ...
 
     def wait(self, timeout: float) -> list[tuple[int, Any, str]]:
         """(worker, reply, why) for each worker that answered (reply is its dict) or was lost
@@ -106,7 +114,17 @@ def _worker_main(conn, agent_path: str, settings: dict) -> None:
                 break
             if msg is None:
                 break
-            records = runner.run_batch(msg, on_record=lambda rec: conn.send({"records": [rec], "partial": True}))
+            if not isinstance(msg, list):  # only batches start a run; anything else is not for this loop
+                continue
+
+            def on_record(rec: dict) -> list:
+                conn.send({"records": [rec], "partial": True})
+                if not settings.get("stream"):
+                    return []
+                answer = conn.recv()  # the parent answers every record: the units for the lane that came free
+                return list(answer.get("more", [])) if isinstance(answer, dict) else []
+
+            records = runner.run_batch(msg, on_record=on_record)
             if records and "fatal" in records[0]:
                 conn.send({"records": records, "layers": runner.layers, "mode": runner.agents.mode})
             else:  # every record went as its episode ended
@@ -141,10 +159,12 @@ class _Process:
 class ProcessTransport:
     """Worker processes on this machine, started with ``spawn`` (nothing of this process inherited)."""
 
+    streams = True
+
     def __init__(self, cfg: EvalConfig, options: dict, size: int):
         self.ctx = mp.get_context("spawn")
         self.agent_path = cfg.agent_path
-        self.settings = worker_settings(cfg, options)
+        self.settings = {**worker_settings(cfg, options), "stream": True}
         self.size = size
         self.workers = [_Process(self.ctx, self.agent_path, self.settings) for _ in range(size)]
         self.busy = [False] * size
@@ -154,6 +174,12 @@ class ProcessTransport:
         self.busy[i] = True
         try:
             self.workers[i].conn.send(units)
+        except (BrokenPipeError, OSError):
+            pass  # noticed by wait()'s liveness check
+
+    def top_up(self, i: int, units: list[tuple]) -> None:
+        try:
+            self.workers[i].conn.send({"more": units})
         except (BrokenPipeError, OSError):
             pass  # noticed by wait()'s liveness check
 
@@ -232,7 +258,10 @@ class _RayActor:
 
 
 class RayTransport:
-    """Long-lived Ray actors, one CPU each; an actor (or its node) that dies is replaced."""
+    """Long-lived Ray actors, one CPU each; an actor (or its node) that dies is replaced. An actor
+    answers with its whole batch at the end (no streaming)."""
+
+    streams = False
 
     def __init__(self, cfg: EvalConfig, options: dict, size: int, ray: Any):
         self.ray = ray
@@ -269,6 +298,9 @@ class RayTransport:
             self.finished[i] += 1
             events.append((i, reply, ""))
         return events
+
+    def top_up(self, i: int, units: list[tuple]) -> None:
+        raise NotImplementedError("Ray actors do not stream")
 
     def replace(self, i: int) -> None:
         for ref, j in list(self.inflight.items()):
@@ -370,11 +402,17 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
             inflight[i] = (batch, time.monotonic())
         for i, reply, why in transport.wait(1.0):
             if reply is not None and reply.get("partial"):  # an episode of a batch still playing
-                batch, t0 = inflight[i]
+                batch, _t0 = inflight[i]
+                keys = {(rec["task"], rec["run"], rec["index"]) for rec in reply["records"]}
+                batch = [(u, a) for u, a in batch if u.key not in keys]
+                if transport.streams:  # answer first (the worker waits), then journal
+                    # a batch holding a retry stays alone; a waiting retry gets the next worker to run dry
+                    alone = bool(retry) or any(a > 1 for _, a in batch)
+                    more = queue.take(i, len(keys)) if queue and not alone else []
+                    transport.top_up(i, [(u.task, u.run, u.index, u.seed) for u in more])
+                    batch += [(u, 1) for u in more]
+                inflight[i] = (batch, time.monotonic())  # progress: the backstop counts from here
                 for rec in reply["records"]:
-                    key = (rec["task"], rec["run"], rec["index"])
-                    inflight[i] = ([(u, a) for u, a in batch if u.key != key], t0)
-                    batch = inflight[i][0]
                     record(rec)
                 continue
             batch, _t0 = inflight.pop(i)
@@ -405,7 +443,8 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
         if cfg.episode_timeout is not None:
             now = time.monotonic()
             for i, (batch, t0) in list(inflight.items()):
-                # an episode's own limit, times the episodes of the batch, and once more for retries alone
+                # since the worker's last record: an episode's own limit, times the episodes it holds (its
+                # lanes share the wall clock), and once more for retries alone
                 if now - t0 > 2 * cfg.episode_timeout * len(batch) + BACKSTOP_GRACE_S:
                     del inflight[i]
                     transport.replace(i)

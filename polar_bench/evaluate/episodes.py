@@ -21,6 +21,7 @@ import json
 import os
 import struct
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -93,6 +94,7 @@ class _Lane:
         self.slot_key: tuple | None = None
         # the episode in progress
         self.unit: tuple | None = None
+        self.seed = 0  # the episode seed of ``unit``
         self.obs: Any = None
         self.info: dict = {}
         self.ret = 0.0
@@ -167,7 +169,9 @@ class EpisodeRunner:
             self.agents = IsolatedAgents(agent_path, **kwargs)
         self.pipeline = pipeline  # two lane groups in flight (a core for the agent process beside the worker's)
         self.shared: dict[tuple, Slot] = {}  # (task, run) -> the slot of an act_batch agent
-        self._on_record: Callable[[dict], None] | None = None
+        self._on_record: Callable[[dict], list | None] | None = None
+        self._todo: deque[tuple] = deque()  # units waiting for a lane (run_batch's, then the parent's top-ups)
+        self._order: dict[tuple, int] = {}  # (task, run, index) -> its place in the order units came in
 
     @property
     def layers(self) -> dict[str, str]:
@@ -177,27 +181,46 @@ class EpisodeRunner:
         """The episode's record, or ``{"fatal": message}`` when the agent cannot be built."""
         return self.run_batch([(task, run, index, seed)])[0]
 
-    def run_batch(self, units: list, on_record: Callable[[dict], None] | None = None) -> list[dict]:
-        """Records of the episodes ``(task, run, index, seed)`` played at once (at most one per lane),
-        or ``[{"fatal": message}]``. ``on_record`` is called with each record as soon as its episode
-        ends (so that the parent journals it before the slowest lane is done). Episodes lost with an
-        agent process that died or hung while acting for several lanes are played again alone, so
-        that one episode's agent failure is recorded on that episode only."""
+    def run_batch(self, units: list, on_record: Callable[[dict], list | None] | None = None) -> list[dict]:
+        """Records of the episodes ``(task, run, index, seed)`` (at most one per lane to begin with), in
+        the order the units came in, or ``[{"fatal": message}]``. ``on_record`` is called with each
+        record as soon as its episode ends (so that the parent journals it before the slowest lane is
+        done); the units it returns, if any, are played too, each in the next lane to come free, so a
+        worker's lanes stay full while its parent has episodes to hand out (one request to the agent
+        process per tick carries all of them). Episodes lost with an agent process that died or hung
+        while acting for several lanes are played again alone, so that one episode's agent failure is
+        recorded on that episode only."""
         if len(units) > len(self.lanes):
             raise ValueError(f"{len(units)} episodes for {len(self.lanes)} lanes")
         self._on_record = on_record
+        self._todo = deque(tuple(u) for u in units)
+        self._order = {u[:3]: k for k, u in enumerate(self._todo)}
+        records: list[dict] = []
         try:
-            out, lost = self._play(list(units))
-            for i in lost:
-                again, _ = self._play([units[i]])
-                out[i] = again[0]
+            while self._todo:
+                done, lost = self._play(self._todo, refill=True)
+                records += done
+                for unit in lost:
+                    again, _ = self._play(deque([unit]), refill=False)
+                    records += again
         except AgentLoadError as exc:
             return [{"fatal": str(exc)}]
         finally:
             self._on_record = None
-        return out
+            self._todo = deque()
+        order = self._order
+        return sorted(records, key=lambda r: order.get((r["task"], r["run"], r["index"]), len(order)))
 
-    # ------------------------------------------------------------------ one batch
+    def _emit(self, rec: dict) -> None:
+        """Hand a finished record to ``on_record``; queue the units it answers with."""
+        if self._on_record is None:
+            return
+        for unit in self._on_record(rec) or ():
+            unit = tuple(unit)
+            self._order.setdefault(unit[:3], len(self._order))
+            self._todo.append(unit)
+
+    # ------------------------------------------------------------------ playing lanes
     def _slot_for(self, lane: _Lane, task_info: TaskInfo, run: int) -> Slot:
         key = (task_info.id, run)
         gen = self.agents.generation
@@ -219,15 +242,33 @@ class EpisodeRunner:
             self.agents.close_slot(lane.slot)
         lane.slot, lane.slot_key = None, None
 
-    def _play(self, units: list) -> tuple[list, list[int]]:
+    def _play(self, todo: deque, refill: bool) -> tuple[list[dict], list[tuple]]:
+        """Play the units of ``todo`` in this worker's lanes (all free now); with ``refill``, a lane
+        whose episode ends takes the next unit of ``todo``, which `_emit` extends with the parent's
+        top-ups. The records, and the units lost with a dead agent process (to be played alone)."""
+        done: list[dict] = []
+        slots: dict[int, Slot] = {}
+        active, gone = self._start(todo, list(range(len(self.lanes))), slots, done)
+        if gone is not None:
+            return self._gone(done, active, gone)
+        if not active:
+            return done, []
+        return self._tick_loop(done, active, slots, todo if refill else None)
+
+    def _start(self, todo: deque, free: list[int], slots: dict[int, Slot],
+               done: list[dict]) -> tuple[list[int], AgentGone | None]:
+        """Start the next units of ``todo`` in the lanes ``free``: each lane's harness and agent slot,
+        then ``reset`` of their agents (one request) and of their environments. The lanes now playing,
+        and the `AgentGone` when the agent process died meanwhile (their units are lost then)."""
         from .. import make
 
-        out: list = [None] * len(units)
-        active: list[int] = []  # lane indices with an episode in progress
-        slots: dict[int, Slot] = {}
-        for i, (task, run, index, seed) in enumerate(units):
+        free = list(free)
+        starting: list[int] = []
+        while free and todo:
+            i = free.pop(0)
+            task, run, index, seed = unit = todo.popleft()
             lane = self.lanes[i]
-            lane.unit = (task, run, index, seed)
+            lane.unit, lane.seed = unit, int(seed)
             lane.ret, lane.length, lane.own, lane.agent_s, lane.info = 0.0, 0, 0.0, 0.0, {}
             lane.digest = None
             try:
@@ -237,51 +278,52 @@ class EpisodeRunner:
                     lane.harness_task = task
             except HarnessError as exc:
                 lane.drop_harness()
-                out[i] = {**_record(lane, "env_error", str(exc)), "return": None}
-                if self._on_record is not None:
-                    self._on_record(out[i])
+                rec = {**_record(lane, "env_error", str(exc)), "return": None}
+                done.append(rec)
+                self._emit(rec)
+                free.insert(0, i)
                 continue
             slot = self._slot_for(lane, lane.harness.task_info, run)
             if self.proxy is not None and slot.llm_token is not None:
                 self.proxy.open(slot.llm_token, lane, task, run, index, seed)
             lane.harness.request_text(slot.wants_text and lane.harness.task_info.has_text)
             slots[i] = slot
-            active.append(i)
-        if not active:
-            return out, []
-        # reset the agents, then the environments
+            starting.append(i)
+        if not starting:
+            return [], None
         t0 = time.perf_counter()
         try:
-            errors = self.agents.reset([slots[i] for i in active], [units[i][3] for i in active])
+            errors = self.agents.reset([slots[i] for i in starting], [self.lanes[i].seed for i in starting])
         except AgentGone as gone:
-            return self._gone(out, active, gone, units)
+            return starting, gone
         dt = time.perf_counter() - t0
-        for i, err in zip(list(active), errors, strict=True):
+        active = []
+        for i, err in zip(starting, errors, strict=True):
             lane = self.lanes[i]
             lane.own += dt
             if err is not None:
-                out[i] = self._finish(lane, "agent_error", err)
-                active.remove(i)
+                done.append(self._finish(lane, "agent_error", err))
                 continue
             t = time.perf_counter()
             try:
-                lane.obs, lane.info = lane.harness.reset(seed=units[i][3])
+                lane.obs, lane.info = lane.harness.reset(seed=lane.seed)
             except HarnessError as exc:
-                out[i] = self._finish(lane, "env_error", f"{exc}\n{exc.native_traceback[-4000:]}")
-                active.remove(i)
+                done.append(self._finish(lane, "env_error", f"{exc}\n{exc.native_traceback[-4000:]}"))
                 continue
             lane.own += time.perf_counter() - t
-            lane.digest = TrajectoryDigest(units[i][3])
+            lane.digest = TrajectoryDigest(lane.seed)
             lane.digest.start(lane.obs)
-        return self._tick_loop(out, active, slots, units)
+            active.append(i)
+        return active, None
 
-    def _tick_loop(self, out: list, active: list[int], slots: dict[int, Slot],
-                   units: list) -> tuple[list, list[int]]:
-        """Step the lanes in ``active`` until their episodes end. With an agent process and two or more
-        lanes, the lanes are split in two groups with a request each in flight: the worker steps one
-        group's environments while the agent process computes the other group's actions (two cores
-        at work instead of one waiting for the other), when ``pipeline`` says a core is free for that.
-        Each lane sees the same observations and actions as when played alone."""
+    def _tick_loop(self, done: list[dict], active: list[int], slots: dict[int, Slot],
+                   todo: deque | None) -> tuple[list[dict], list[tuple]]:
+        """Step the lanes in ``active`` until their episodes end, lanes that come free taking the next
+        units of ``todo`` (None: no refill). With an agent process and two or more lanes, the lanes are
+        split in two groups with a request each in flight: the worker steps one group's environments
+        while the agent process computes the other group's actions (two cores at work instead of one
+        waiting for the other), when ``pipeline`` says a core is free for that. Each lane sees the same
+        observations and actions as when played alone."""
         pipelined = self.pipeline and isinstance(self.agents, IsolatedAgents) and len(active) >= 2
         groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
         inflight: dict[int, tuple] = {}  # group -> (seq or None, sent at, limit, episode time left, request)
@@ -298,24 +340,26 @@ class EpisodeRunner:
                 limit = left if limit is None else min(limit, left)
             if limit is not None and limit <= 0:
                 for i in group:
-                    out[i] = self._finish(self.lanes[i], "timeout", self._timeout_text(self.lanes[i], True))
+                    done.append(self._finish(self.lanes[i], "timeout", self._timeout_text(self.lanes[i], True)))
                 groups[g] = []
                 return
             if self.proxy is not None:
                 for i in group:
                     self.proxy.step(self.lanes[i], self.lanes[i].length)
             request = ([slots[i] for i in group], [self.lanes[i].obs for i in group],
-                       [{**self.lanes[i].info, "episode_seed": units[i][3]} if slots[i].batch
+                       [{**self.lanes[i].info, "episode_seed": self.lanes[i].seed} if slots[i].batch
                         else self.lanes[i].info for i in group])
             seq = self.agents.act_send(*request, limit) if pipelined else None  # type: ignore[union-attr]
             inflight[g] = (seq, time.perf_counter(), limit, left, request)
 
-        def gone_now(gone: AgentGone, limit, left) -> tuple[list, list[int]]:
+        def everyone() -> list[int]:
+            return [i for group in groups for i in group]
+
+        def gone_now(gone: AgentGone, limit, left) -> tuple[list[dict], list[tuple]]:
             if gone.kind == "timeout":
                 by_episode = left is not None and limit is not None and left <= limit + 1e-9
                 gone = AgentGone("timeout", "\0episode" if by_episode else "\0step")
-            everyone = [i for group in groups for i in group]
-            return self._gone(out, everyone, gone, units)
+            return self._gone(done, everyone(), gone)
 
         for g in range(len(groups)):
             try:
@@ -340,15 +384,23 @@ class EpisodeRunner:
                 except AgentGone as gone:
                     return gone_now(gone, limit, left)
                 last_answer = time.perf_counter()
-                groups[g] = self._step_lanes(out, groups[g], actions, errors, last_answer - started)
+                groups[g] = self._step_lanes(done, groups[g], actions, errors, last_answer - started)
+                if todo:  # lanes that came free take the next units
+                    busy = set(everyone())
+                    free = [i for i in range(len(self.lanes)) if i not in busy]
+                    if free:
+                        new, died = self._start(todo, free, slots, done)
+                        if died is not None:
+                            return self._gone(done, everyone() + new, died)
+                        groups[g] += new
                 if groups[g]:
                     try:
                         send(g)
                     except AgentGone as gone:
                         return gone_now(gone, None, None)
-        return out, []
+        return done, []
 
-    def _step_lanes(self, out: list, group: list[int], actions: list, errors: list, dt: float) -> list[int]:
+    def _step_lanes(self, done: list[dict], group: list[int], actions: list, errors: list, dt: float) -> list[int]:
         """Step each lane of ``group`` with its action; return the lanes whose episode goes on."""
         still = []
         for i, action, err in zip(group, actions, errors, strict=True):
@@ -357,16 +409,16 @@ class EpisodeRunner:
             lane.agent_s += dt
             over = self.proxy.exceeded(lane) if self.proxy is not None else None
             if err is not None or over is not None:
-                out[i] = self._finish(lane, "agent_error", over or err)
+                done.append(self._finish(lane, "agent_error", over or err))
                 continue
             t = time.perf_counter()
             try:
                 obs, reward, terminated, truncated, info = lane.harness.step(action)
             except InvalidActionError as exc:
-                out[i] = self._finish(lane, "agent_error", f"InvalidActionError: {exc}")
+                done.append(self._finish(lane, "agent_error", f"InvalidActionError: {exc}"))
                 continue
             except HarnessError as exc:
-                out[i] = self._finish(lane, "env_error", f"{exc}\n{exc.native_traceback[-4000:]}")
+                done.append(self._finish(lane, "env_error", f"{exc}\n{exc.native_traceback[-4000:]}"))
                 continue
             lane.own += time.perf_counter() - t
             lane.ret += reward
@@ -374,9 +426,9 @@ class EpisodeRunner:
             lane.obs, lane.info = obs, info
             lane.digest.step(action, reward, terminated, truncated, obs)  # type: ignore[union-attr]
             if terminated or truncated:
-                out[i] = self._finish(lane, "ok", None)
+                done.append(self._finish(lane, "ok", None))
             elif self.episode_timeout and lane.own > self.episode_timeout:
-                out[i] = self._finish(lane, "timeout", self._timeout_text(lane, True))
+                done.append(self._finish(lane, "timeout", self._timeout_text(lane, True)))
             else:
                 still.append(i)
         return still
@@ -386,9 +438,9 @@ class EpisodeRunner:
             return f"the agent exceeded the episode timeout of {self.episode_timeout:g} s at step {lane.length}"
         return f"the agent exceeded the step timeout of {self.step_timeout:g} s at step {lane.length}"
 
-    def _gone(self, out: list, active: list[int], gone: AgentGone, units: list) -> tuple[list, list[int]]:
+    def _gone(self, done: list[dict], active: list[int], gone: AgentGone) -> tuple[list[dict], list[tuple]]:
         """The agent process was killed while serving ``active``: with one lane the episode failed;
-        with several, which one caused it is unknown, so they are all played again alone."""
+        with several, which one caused it is unknown, so their units are all played again alone."""
         self.agents.restart()
         self.shared.clear()
         for lane in self.lanes:
@@ -396,13 +448,13 @@ class EpisodeRunner:
         if len(active) > 1:
             for i in active:
                 self.lanes[i].drop_harness()
-            return out, list(active)
+            return done, [self.lanes[i].unit for i in active]  # type: ignore[misc]
         lane = self.lanes[active[0]]
         if gone.kind == "timeout":
-            out[active[0]] = self._finish(lane, "timeout", self._timeout_text(lane, gone.message == "\0episode"))
+            done.append(self._finish(lane, "timeout", self._timeout_text(lane, gone.message == "\0episode")))
         else:
-            out[active[0]] = self._finish(lane, "agent_error", gone.message)
-        return out, []
+            done.append(self._finish(lane, "agent_error", gone.message))
+        return done, []
 
     def _finish(self, lane: _Lane, status: str, error: str | None) -> dict:
         rec = _record(lane, status, error)
@@ -429,8 +481,7 @@ class EpisodeRunner:
             # The agent's or the harness's state may be inconsistent now: rebuild both.
             self._drop_slot(lane)
             lane.drop_harness()
-        if self._on_record is not None:
-            self._on_record(rec)
+        self._emit(rec)
         return rec
 
     def _llm_record(self, rec: dict, calls: EpisodeCalls) -> None:
