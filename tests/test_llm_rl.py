@@ -300,3 +300,30 @@ def test_one_iteration_through_evaluate_and_the_proxy(tiny, tmp_path):
     for s in samples:
         assert tok.decode(s.completion) in MENU
     assert (tmp_path / "checkpoint.pt").exists() and any((tmp_path / "tensorboard").iterdir())
+
+
+def test_outside_babyai_the_agent_plays_declared_uniform_random_actions_without_the_llm(monkeypatch):
+    """A whole suite can be evaluated: DMC-like boxes and other discrete tasks get valid random actions,
+    reproducible from (episode seed, run), and the agent never builds an LLM client for them."""
+    import numpy as np
+
+    import polar_bench
+    from baselines.llm_rl import agent as A
+
+    def no_llm(*args, **kwargs):
+        raise AssertionError("the LLM was asked outside BabyAI")
+
+    monkeypatch.setattr(A, "OpenAI", no_llm)
+    assert "uniformly random" in A.AGENT_INFO["description"]
+    for task_id in ("gym/Pendulum-v1", "gym/CartPole-v1"):
+        info = polar_bench.make(task_id).task_info
+        plays = {}
+        for run, seed in ((0, 5), (0, 5), (1, 5), (0, 6)):
+            agent = A.make_agent(info, run)
+            agent.reset(seed)
+            actions = [agent.act(None, {}) for _ in range(20)]
+            assert all(info.action_space.contains(a) for a in actions), task_id
+            plays.setdefault((run, seed), []).append(np.asarray(actions).tolist())
+        assert plays[(0, 5)][0] == plays[(0, 5)][1]                # reproducible
+        assert plays[(0, 5)][0] not in (plays[(1, 5)][0], plays[(0, 6)][0])  # runs and seeds differ
+        assert agent.episode_info() == {"policy": "uniform random (no LLM outside BabyAI)"}

@@ -17,7 +17,12 @@ It asks for the model ``smollm2-run<R>`` in run R: an upstream that serves one m
 run with it; ``baselines.llm_rl.evaluate --weights A B C`` serves independently trained instances, run R
 playing the R-th (the suite's runs are training seeds, as for the PPO baseline's checkpoints).
 
-Written with the openai SDK alone: no polar_bench import.
+The LLM plays the BabyAI tasks only (the domain it is trained on). Every other task of a suite (DMC's
+continuous actions, Procgen's and NetHack's thousand-step episodes: hundreds of thousands of calls)
+gets uniformly random actions from a generator seeded by (episode seed, run), as declared in
+``AGENT_INFO``, so that a whole suite can be evaluated and its other domains read at random level.
+
+Written with the openai SDK and numpy alone: no polar_bench import.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import hashlib
 import os
 import re
 
+import numpy as np
 from openai import OpenAI
 
 AGENT_INFO = {
@@ -34,7 +40,10 @@ AGENT_INFO = {
     "url": "https://github.com/polar-bench/polar_bench/tree/main/baselines/llm_rl",
     "llm": "the model behind OPENAI_BASE_URL (baselines/llm_rl/server.py: base or RL-trained SmolLM2-135M-Instruct)",
     "license": "MIT",
+    "description": "The LLM picks each BabyAI action from the text view; on every task outside BabyAI the agent "
+                   "plays uniformly random actions (seeded by episode seed and run), not the LLM.",
 }
+LLM_FAMILIES = ("babyai/",)  # the tasks the LLM plays
 
 # BabyAI's actions in index order (minigrid's Actions), in the words the agent offers: worded so that
 # the base SmolLM2-135M-Instruct gives moving a fair share (P(first token) on a typical view: "Move
@@ -95,5 +104,29 @@ class Agent:
         return {"usage_seen_by_agent": dict(self.usage)}
 
 
+class UniformRandom:
+    """Outside BabyAI: uniformly random actions (integers of a discrete space, floats in a box),
+    reproducible from (episode seed, run); no LLM call."""
+
+    def __init__(self, task, run):
+        self.space = task.action_space
+        self.run = int(run)
+        self.rng = np.random.default_rng([0, self.run])
+
+    def reset(self, seed):
+        self.rng = np.random.default_rng([int(seed), self.run])
+
+    def act(self, observation, info):
+        if hasattr(self.space, "n"):
+            return int(getattr(self.space, "start", 0)) + int(self.rng.integers(int(self.space.n)))
+        low, high = np.asarray(self.space.low, np.float64), np.asarray(self.space.high, np.float64)
+        return self.rng.uniform(low, high).astype(self.space.dtype)
+
+    def episode_info(self):
+        return {"policy": "uniform random (no LLM outside BabyAI)"}
+
+
 def make_agent(task, run):
-    return Agent(task, run)
+    if str(task.id).startswith(LLM_FAMILIES):
+        return Agent(task, run)
+    return UniformRandom(task, run)
