@@ -324,7 +324,9 @@ class EpisodeRunner:
         while the agent process computes the other group's actions (two cores at work instead of one
         waiting for the other), when ``pipeline`` says a core is free for that. Each lane sees the same
         observations and actions as when played alone."""
-        pipelined = self.pipeline and isinstance(self.agents, IsolatedAgents) and len(active) >= 2
+        # two groups wherever two lanes may play at once (refilled lanes join the smaller group)
+        pipelined = self.pipeline and isinstance(self.agents, IsolatedAgents) and \
+            (len(active) >= 2 or (todo is not None and len(self.lanes) >= 2))
         groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
         inflight: dict[int, tuple] = {}  # group -> (seq or None, sent at, limit, episode time left, request)
         last_answer = time.perf_counter()
@@ -362,6 +364,8 @@ class EpisodeRunner:
             return self._gone(done, everyone(), gone)
 
         for g in range(len(groups)):
+            if not groups[g]:
+                continue
             try:
                 send(g)
             except AgentGone as gone:
@@ -392,12 +396,15 @@ class EpisodeRunner:
                         new, died = self._start(todo, free, slots, done)
                         if died is not None:
                             return self._gone(done, everyone() + new, died)
-                        groups[g] += new
-                if groups[g]:
-                    try:
-                        send(g)
-                    except AgentGone as gone:
-                        return gone_now(gone, None, None)
+                        for i in new:
+                            sizes = [(len(group), h != g, h) for h, group in enumerate(groups)]
+                            groups[min(sizes)[2]].append(i)
+                for h in [g] + [h for h in range(len(groups)) if h != g and h not in inflight]:
+                    if groups[h] and h not in inflight:
+                        try:
+                            send(h)
+                        except AgentGone as gone:
+                            return gone_now(gone, None, None)
         return done, []
 
     def _step_lanes(self, done: list[dict], group: list[int], actions: list, errors: list, dt: float) -> list[int]:
