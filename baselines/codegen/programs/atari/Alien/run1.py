@@ -1,0 +1,14 @@
+# polar_bench codegen: atari/Alien run 1 (LLM seed 1, 3 candidates x 2 rounds, training mean 140.0)
+t = 0
+
+
+def reset(seed):
+    global t
+    t = 0
+
+
+def act(observation):
+    global t
+    t += 1
+    actions = [13, 0, 13, 14, 0, 13]
+    return actions[t % len(actions)]

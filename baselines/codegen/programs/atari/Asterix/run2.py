@@ -1,0 +1,14 @@
+# polar_bench codegen: atari/Asterix run 2 (LLM seed 2, 3 candidates x 2 rounds, training mean 250.0)
+t = 0
+
+
+def reset(seed):
+    global t
+    t = 0
+
+
+def act(observation):
+    global t
+    t += 1
+    actions = [0, 1, 2, 3, 4, 5]
+    return actions[t % len(actions)]

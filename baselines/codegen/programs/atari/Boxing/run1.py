@@ -1,0 +1,14 @@
+# polar_bench codegen: atari/Boxing run 1 (LLM seed 1, 3 candidates x 2 rounds, training mean -8.5)
+t = 0
+
+
+def reset(seed):
+    global t
+    t = 0
+
+
+def act(observation):
+    global t
+    t += 1
+    actions = [0, 1, 2, 3, 4, 5]
+    return actions[t % len(actions)]

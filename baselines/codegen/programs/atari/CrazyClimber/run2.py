@@ -1,0 +1,14 @@
+# polar_bench codegen: atari/CrazyClimber run 2 (LLM seed 2, 3 candidates x 2 rounds, training mean 8700.0)
+t = 0
+
+
+def reset(seed):
+    global t
+    t = 0
+
+
+def act(observation):
+    global t
+    t += 1
+    actions = [1, 2, 3, 5, 7, 1]
+    return actions[t % len(actions)]

@@ -1,0 +1,14 @@
+# polar_bench codegen: atari/Krull run 0 (LLM seed 0, 3 candidates x 2 rounds, training mean 3435.0)
+t = 0
+
+
+def reset(seed):
+    global t
+    t = 0
+
+
+def act(observation):
+    global t
+    t += 1
+    actions = [17, 5, 2, 6, 1, 2]
+    return actions[t % len(actions)]

@@ -1,0 +1,14 @@
+# polar_bench codegen: atari/Pong run 2 (LLM seed 2, 3 candidates x 2 rounds, training mean -20.0)
+t = 0
+
+
+def reset(seed):
+    global t
+    t = 0
+
+
+def act(observation):
+    global t
+    t += 1
+    actions = [1, 2, 3, 4, 5, 3]
+    return actions[t % len(actions)]

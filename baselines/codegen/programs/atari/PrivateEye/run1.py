@@ -1,0 +1,14 @@
+# polar_bench codegen: atari/PrivateEye run 1 (LLM seed 1, 3 candidates x 2 rounds, training mean -500.0)
+t = 0
+
+
+def reset(seed):
+    global t
+    t = 0
+
+
+def act(observation):
+    global t
+    t += 1
+    actions = [2, 0, 2, 4, 6, 8]
+    return actions[t % len(actions)]
