@@ -82,6 +82,21 @@ def test_the_seeds_kept_out_of_training_are_every_shipped_suites():
     assert cg.evaluation_seeds("nethack/Score") == both
 
 
+def test_no_committed_program_trained_on_an_evaluation_seed():
+    """Every program under baselines/codegen/programs (v1's and v2's) was searched on training seeds
+    that no shipped suite evaluates its task on, and its file is the program its record names."""
+    import hashlib
+
+    records = sorted((ROOT / "baselines" / "codegen" / "programs").glob("*/*/run*.json"))
+    assert len(records) >= 244
+    for path in records:
+        rec = json.loads(path.read_text())
+        assert not set(rec["train_seeds"]) & cg.evaluation_seeds(rec["task"]), path
+        program = path.with_suffix(".py").read_text()
+        assert hashlib.sha256(rec["program"].encode()).hexdigest() == rec["program_sha256"], path
+        assert program.endswith(rec["program"]) and program.startswith("# polar_bench codegen"), path
+
+
 def test_search_saves_the_best_program_and_the_evaluation_needs_no_llm(tmp_path, monkeypatch):
     backend = FakeBackend([BAD, GOOD])
     client = LLMClient(backend)
