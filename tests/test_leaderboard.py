@@ -155,6 +155,21 @@ def test_committed_leaderboard_is_consistent(capsys):
     assert (board / "site" / "index.html").is_file() and (ROOT / "docs" / "leaderboard.png").is_file()
 
 
+def test_every_committed_entry_can_be_verified_with_a_file_of_this_repository():
+    """`verify` needs the exact agent file an entry was evaluated with: a baseline's agent.py that has
+    changed since keeps its entry's version beside it (agent_<id>.py), byte for byte."""
+    import hashlib
+
+    ours = {}
+    for path in [*(ROOT / "baselines").rglob("*.py"), *(ROOT / "examples").rglob("*.py")]:
+        ours.setdefault(hashlib.sha256(path.read_bytes()).hexdigest(), []).append(path)
+    entries = sorted((ROOT / "leaderboard" / "entries").glob("*/results.json"))
+    assert len(entries) >= 5
+    for results in entries:
+        agent = json.loads(results.read_text())["agent"]
+        assert agent["sha256"] in ours, f"{results.parent.name}: no file here has the SHA-256 of {agent['path']}"
+
+
 # ---------------------------------------------------------------------------------------------------
 # verify
 
