@@ -74,9 +74,11 @@ def main() -> None:
             rows.append((name, task, episodes, length, local, on_ray, on_ray / local))
     ray.shutdown()
     print(f"{args.workers} workers, median of {args.repeats} alternating repeats")
-    print(f"{'workload':8s} {'task':18s} {'episodes':>8s} {'s/episode':>9s} {'local ep/s':>10s} {'ray ep/s':>9s} {'ratio':>6s}")
+    print(f"{'workload':8s} {'task':18s} {'episodes':>8s} {'s/episode':>9s} {'local ep/s':>10s} {'ray ep/s':>9s} "
+          f"{'ratio':>6s}")
     for name, task, episodes, length, local, on_ray, ratio in rows:
-        target = "" if name == "short" else ("  (target >= 0.85: met)" if ratio >= 0.85 else "  (target >= 0.85: NOT met)")
+        verdict = "met" if ratio >= 0.85 else "NOT met"
+        target = "" if name == "short" else f"  (target >= 0.85: {verdict})"
         print(f"{name:8s} {task:18s} {episodes:8d} {length:9.3f} {local:10.2f} {on_ray:9.2f} {ratio:6.2f}{target}")
 
 

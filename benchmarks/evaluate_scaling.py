@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from backend_overhead import suite_for  # the one-task suite both benchmarks time
+
 from polar_bench.evaluate import EvalConfig, run_evaluation
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+
 import polar_bench
 from polar_bench.harness import task_names
 from polar_bench.harness.rollout import random_episode
