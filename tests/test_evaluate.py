@@ -585,7 +585,7 @@ def _dispatch_fake(transport, episodes: int, lanes: int):
     return cfg, recorded
 
 
-def test_dispatch_tops_a_streaming_worker_up_one_episode_per_record_until_the_queue_runs_dry():
+def test_dispatch_refills_a_streaming_worker_to_its_lanes_until_the_queue_runs_dry():
     workers = _FakeStreamingWorkers(1)
     _cfg, recorded = _dispatch_fake(workers, episodes=7, lanes=3)
     assert sorted(r["index"] for r in recorded) == list(range(7))
@@ -604,5 +604,43 @@ def test_dispatch_keeps_a_retried_episode_alone_on_a_streaming_worker():
     assert batches[:3] == [[0, 1], [1], [2]]  # 1 and 2 were held when the worker died: retried alone
     given = [(held, [u[2] for u in units]) for held, units in workers.topped]
     # before the death, 0's record brought 2 beside 1; 1's retry ended while 2's waited: nothing new, so the
-    # worker ran dry and took 2 alone; after 2's retry the stream goes on
-    assert given == [([1], [2]), ([], []), ([], [3]), ([], [4]), ([], [5]), ([], [])]
+    # worker ran dry and took 2 alone; after 2's retry the stream goes on with both lanes filled again
+    assert given == [([1], [2]), ([], []), ([], [3, 4]), ([4], [5]), ([5], []), ([], [])]
+
+
+def test_a_worker_that_starts_with_one_lane_overlaps_two_requests_once_refilled():
+    """Pipelined lanes (a core for the agent process beside the worker's): a play that began with one
+    episode (a retry's batch, then top-ups) splits its refilled lanes into two groups with a request
+    each in flight, and every episode is still the same as played alone."""
+    from polar_bench.evaluate import EpisodeRunner
+
+    agent = str(EXAMPLES / "random_agent.py")
+    runner = EpisodeRunner(agent, {}, 60.0, 600.0, 4, pipeline=True)
+    try:
+        alone = {s: runner.run("gym/CartPole-v1", 0, s, s) for s in range(1, 7)}
+        in_flight: list[int] = []
+        send = runner.agents.act_send
+
+        def counting_send(*args, **kwargs):
+            seq = send(*args, **kwargs)
+            in_flight.append(len(runner.agents._outstanding))
+            return seq
+
+        runner.agents.act_send = counting_send  # type: ignore[method-assign]
+        rest = [("gym/CartPole-v1", 0, s, s) for s in range(2, 7)]
+        held = [1]
+
+        def parent(rec):  # as dispatch answers: the worker's 4 lanes filled again
+            held[0] -= 1
+            more = [rest.pop(0) for _ in range(min(len(rest), 4 - held[0]))]
+            held[0] += len(more)
+            return more
+
+        records = runner.run_batch([("gym/CartPole-v1", 0, 1, 1)], on_record=parent)
+    finally:
+        runner.close()
+    assert [r["seed"] for r in records] == list(range(1, 7))
+    assert max(in_flight) == 2  # two groups, each with its request out
+    for r in records:
+        assert (r["return"], r["length"], r["digest"]) == \
+            (alone[r["seed"]]["return"], alone[r["seed"]]["length"], alone[r["seed"]]["digest"])

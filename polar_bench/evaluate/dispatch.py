@@ -4,9 +4,10 @@
 episodes, records what comes back, replaces a worker that died or stopped answering and retries its
 episodes once (a retried episode goes alone, so that an episode that crashes its worker cannot take
 the episodes that shared a batch with it down twice). A transport that ``streams`` (local processes)
-sends each episode's record as it ends and waits for the loop's answer: one more unit for the lane
-that came free, or none, so a worker's lanes stay full until the queue runs dry, and each step's
-request to the agent process carries as many lanes as it can. A `Transport` is how batches reach workers:
+sends each episode's record as it ends and waits for the loop's answer: the units that fill its
+lanes again (up to ``envs_per_worker`` held), or none, so a worker's lanes stay full until the queue
+runs dry, and each step's request to the agent process carries as many lanes as it can. A
+`Transport` is how batches reach workers:
 `ProcessTransport` (spawned processes on this machine, ``--backend local``) or `RayTransport` (Ray
 actors, ``--backend ray``). Workers are trusted: each holds an `EpisodeRunner` whose agents run in
 locked-down agent processes of their own.
@@ -408,7 +409,8 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                 if transport.streams:  # answer first (the worker waits), then journal
                     # a batch holding a retry stays alone; a waiting retry gets the next worker to run dry
                     alone = bool(retry) or any(a > 1 for _, a in batch)
-                    more = queue.take(i, len(keys)) if queue and not alone else []
+                    room = cfg.envs_per_worker - len(batch)  # refill to K: after a retry alone, all K lanes
+                    more = queue.take(i, room) if queue and not alone and room > 0 else []
                     transport.top_up(i, [(u.task, u.run, u.index, u.seed) for u in more])
                     batch += [(u, 1) for u in more]
                 inflight[i] = (batch, time.monotonic())  # progress: the backstop counts from here
