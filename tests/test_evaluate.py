@@ -489,6 +489,13 @@ def test_trajectory_digest_covers_what_the_agent_acted_on():
     assert digest(np.ones(3, np.float32), np.ones(3, np.float32), reward=0.25) != base
 
 
+def _played_as_alone(records: list, alone: dict) -> None:
+    """Each record (keyed by its seed) is the episode that seed gave when played alone."""
+    keys = ("return", "length", "status", "digest")
+    for r in records:
+        assert {k: r[k] for k in keys} == {k: alone[r["seed"]][k] for k in keys}, r["seed"]
+
+
 def test_a_lane_that_comes_free_takes_the_next_episode_while_the_others_play_on():
     """Streaming: what ``on_record`` answers is played in the lane that just came free, not after the
     batch; every episode is the same as played alone, and the records come back in the order given."""
@@ -518,9 +525,7 @@ def test_a_lane_that_comes_free_takes_the_next_episode_while_the_others_play_on(
         runner.close()
     assert [r["seed"] for r in records] == [u[3] for u in units]
     assert ended[-1] == first  # the other lane played the three short ones meanwhile
-    for r in records:
-        assert {k: r[k] for k in ("return", "length", "status", "digest")} == \
-            {k: alone[r["seed"]][k] for k in ("return", "length", "status", "digest")}
+    _played_as_alone(records, alone)
 
 
 class _FakeStreamingWorkers:
@@ -641,6 +646,4 @@ def test_a_worker_that_starts_with_one_lane_overlaps_two_requests_once_refilled(
         runner.close()
     assert [r["seed"] for r in records] == list(range(1, 7))
     assert max(in_flight) == 2  # two groups, each with its request out
-    for r in records:
-        assert (r["return"], r["length"], r["digest"]) == \
-            (alone[r["seed"]]["return"], alone[r["seed"]]["length"], alone[r["seed"]]["digest"])
+    _played_as_alone(records, alone)

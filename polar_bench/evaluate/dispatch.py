@@ -107,6 +107,15 @@ def _worker_main(conn, agent_path: str, settings: dict) -> None:
     """Serve batches of units from the parent until it sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     runner = make_runner(agent_path, settings)
+    stream = bool(settings.get("stream"))
+
+    def on_record(rec: dict) -> list:
+        conn.send({"records": [rec], "partial": True})
+        if not stream:
+            return []
+        answer = conn.recv()  # the parent answers every record: the units that fill the lanes again
+        return list(answer.get("more", [])) if isinstance(answer, dict) else []
+
     try:
         while True:
             try:
@@ -115,16 +124,6 @@ def _worker_main(conn, agent_path: str, settings: dict) -> None:
                 break
             if msg is None:
                 break
-            if not isinstance(msg, list):  # only batches start a run; anything else is not for this loop
-                continue
-
-            def on_record(rec: dict) -> list:
-                conn.send({"records": [rec], "partial": True})
-                if not settings.get("stream"):
-                    return []
-                answer = conn.recv()  # the parent answers every record: the units for the lane that came free
-                return list(answer.get("more", [])) if isinstance(answer, dict) else []
-
             records = runner.run_batch(msg, on_record=on_record)
             if records and "fatal" in records[0]:
                 conn.send({"records": records, "layers": runner.layers, "mode": runner.agents.mode})

@@ -399,7 +399,7 @@ class EpisodeRunner:
                         for i in new:
                             sizes = [(len(group), h != g, h) for h, group in enumerate(groups)]
                             groups[min(sizes)[2]].append(i)
-                for h in [g] + [h for h in range(len(groups)) if h != g and h not in inflight]:
+                for h in [g, *(h for h in range(len(groups)) if h != g)]:  # g first, then one refilled
                     if groups[h] and h not in inflight:
                         try:
                             send(h)
