@@ -347,3 +347,77 @@ def test_an_isolated_evaluation_prints_no_warnings(tmp_path, capfd):
     _, err = capfd.readouterr()
     assert code == 0
     assert "Warning" not in err and "Traceback" not in err, err
+
+
+THREADS_PRELUDE = """
+    import os
+    try:
+        import torch
+    except ImportError:
+        torch = None
+
+    def _threads():
+        return {"omp": os.environ.get("OMP_NUM_THREADS"), "mkl": os.environ.get("MKL_NUM_THREADS"),
+                "openblas": os.environ.get("OPENBLAS_NUM_THREADS"),
+                "torch": torch.get_num_threads() if torch is not None else None}
+"""
+
+
+def _threads_agent(tmp_path: Path) -> str:
+    agent = _write_agent(tmp_path, "threads", prelude=THREADS_PRELUDE)
+    text = Path(agent).read_text().replace("def make_agent(task, run):",
+                                           "Agent.episode_info = lambda self: {'threads': _threads()}\n\n"
+                                           "def make_agent(task, run):")
+    Path(agent).write_text(text + "\nAGENT_INFO = {'name': 'threads', 'threads': _threads()}\n")
+    return agent
+
+
+@pytest.mark.parametrize("flag,expected", [((), 1), (("--agent-threads", "2"), 2)])
+def test_the_agent_process_thread_count_is_fixed_and_recorded(tmp_path, capsys, monkeypatch, flag, expected):
+    # what the evaluating shell says must not decide it: a verifier's machine has another core count
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("MKL_NUM_THREADS", "5")
+    code, episodes, data = _evaluate(_threads_agent(tmp_path), tmp_path / "r.json", capsys, *flag)
+    assert code == 0
+    assert data["isolation"]["agent_threads"] == expected
+    want = {"omp": str(expected), "mkl": str(expected), "openblas": str(expected)}
+    seen = [data["agent"]["info"]["threads"]] + [e["threads"] for e in episodes]  # the probe, every episode
+    for threads in seen:
+        assert {k: threads[k] for k in want} == want
+        assert threads["torch"] in (None, expected)  # torch's intra-op pool follows OMP_NUM_THREADS
+
+
+def test_a_bad_thread_count_is_a_user_error(tmp_path, capsys):
+    code = main(["evaluate", _write_agent(tmp_path, "honest"), "--suite", TINY, "--out", str(tmp_path / "r.json"),
+                 "--workers", "1", "--no-progress", "--tasks", "gym/CartPole-v1", "--agent-threads", "0"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--agent-threads must be at least 1" in err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_verify_reruns_with_the_recorded_thread_count(tmp_path, capsys):
+    """An agent whose play depends on its thread count (as a torch CNN's sampled actions do, in their
+    last bits) passes verification only when the re-run has the evaluation's count."""
+    from polar_bench.leaderboard.verify import verify
+
+    agent = _write_agent(tmp_path, "threads", prelude="import os\n", attack="""
+        if os.environ.get("OMP_NUM_THREADS") == "2":
+            return 0  # CartPole: always left, a short episode
+    """)
+    out = tmp_path / "r.json"
+    code = main(["evaluate", agent, "--suite", "v1", "--tasks", "gym/CartPole-v1", "--runs", "1", "--episodes", "2",
+                 "--workers", "1", "--no-progress", "--out", str(out), "--agent-threads", "2"])
+    assert code == 0, capsys.readouterr().err
+    data = read_results(out).data
+    assert data["isolation"]["agent_threads"] == 2
+    assert all(e["length"] < 20 for e in data["episodes"])  # it played the two-thread way
+    record, _ = verify(out, agent, 2, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False)
+    assert record["status"] == "passed" and record["isolation"]["agent_threads"] == 2
+    # the same episodes claimed as a one-thread evaluation: the re-run plays them another way
+    claimed = json.loads(out.read_text())
+    claimed["isolation"]["agent_threads"] = 1
+    claimed.pop("integrity", None)
+    other = tmp_path / "claimed.json"
+    other.write_text(json.dumps(claimed))
+    record, _ = verify(other, agent, 2, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False)
+    assert record["status"] == "failed"

@@ -41,6 +41,9 @@ def register(sub) -> None:
                         "process of its own; the results are marked not submittable")
     p.add_argument("--agent-memory", type=int, metavar="MIB",
                    help="address-space limit of each agent process in MiB (default 8192)")
+    p.add_argument("--agent-threads", type=int, default=1, metavar="N",
+                   help="threads of torch, OpenMP, MKL and OpenBLAS in each agent process (default 1). The "
+                        "count changes floating-point results, so it is recorded and verify re-runs with it")
     p.add_argument("--agent-network", action="store_true",
                    help="let the agent process use the host's network (for an LLM endpoint the agent calls); "
                         "recorded in the results. Without it the agent process has no network at all")
@@ -72,7 +75,7 @@ def run(args) -> int:
     from ..evaluate import EvalConfig, run_evaluation
     from ..suite import load_suite
 
-    for name in ("runs", "episodes", "workers", "envs_per_worker", "agent_memory"):
+    for name in ("runs", "episodes", "workers", "envs_per_worker", "agent_memory", "agent_threads"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
@@ -127,6 +130,7 @@ def run(args) -> int:
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
         in_process=args.in_process, agent_memory_mb=args.agent_memory, agent_network=args.agent_network,
+        agent_threads=args.agent_threads,
         llm_endpoint=endpoint,
         llm_upstream=upstream, llm_budget=budget, trajectories=args.trajectories,
         standard=not args.llm_budget,

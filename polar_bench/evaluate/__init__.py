@@ -18,11 +18,11 @@ The parts, in the order an episode meets them:
 - `run`: `run_evaluation` ties these together and writes the results file.
 """
 
-from .agents import probe_agent
+from .agents import DEFAULT_AGENT_THREADS, probe_agent
 from .config import EvalConfig, Unit, check_pins, journal_path
 from .dispatch import pack_agent_folder
 from .episodes import EpisodeRunner, TrajectoryDigest, run_episode
 from .run import run_evaluation
 
 __all__ = ["EvalConfig", "Unit", "journal_path", "run_evaluation", "check_pins", "run_episode", "probe_agent",
-           "EpisodeRunner", "TrajectoryDigest", "pack_agent_folder"]
+           "EpisodeRunner", "TrajectoryDigest", "pack_agent_folder", "DEFAULT_AGENT_THREADS"]

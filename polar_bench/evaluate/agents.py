@@ -42,12 +42,30 @@ from ..task_info import TaskInfo
 from .agent_process import act_all, enter_slot, format_exception, reset_all
 from .lockdown import AGENT_UID
 
-__all__ = ["AgentGone", "Slot", "IsolatedAgents", "InProcessAgents", "probe_agent", "DEFAULT_AGENT_MEMORY_MB"]
+__all__ = ["AgentGone", "Slot", "IsolatedAgents", "InProcessAgents", "probe_agent", "DEFAULT_AGENT_MEMORY_MB",
+           "DEFAULT_AGENT_THREADS", "MAX_AGENT_THREADS", "agent_thread_env"]
 
 DEFAULT_AGENT_MEMORY_MB = 8192
 DEFAULT_AGENT_PROCESSES = 256
+# The numeric libraries' thread count in the agent process. It changes the order of floating-point
+# sums (a torch CNN's sampled actions differ between one and two threads), so it is fixed and
+# recorded rather than left to the machine's core count: a verifier with more cores re-runs the agent
+# with the same count. One also keeps `workers` agent processes from fighting over the cores.
+DEFAULT_AGENT_THREADS = 1
+MAX_AGENT_THREADS = 256
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+                     "NUMEXPR_NUM_THREADS")
 START_TIMEOUT_S = 300.0  # importing the agent file (torch, a model) may take a while on a loaded machine
 MAX_REPLY_BYTES = 64 << 20
+
+
+def agent_thread_env(threads: int) -> dict[str, str]:
+    """The environment variables that set the thread count of torch (its intra-op pool), OpenMP, MKL,
+    OpenBLAS, Accelerate and numexpr in an agent process: the same for all of them, whatever the
+    evaluating shell had (an agent may still call ``torch.set_num_threads`` itself)."""
+    if not 1 <= int(threads) <= MAX_AGENT_THREADS:
+        raise ValueError(f"agent threads must be between 1 and {MAX_AGENT_THREADS}, got {threads}")
+    return {name: str(int(threads)) for name in _THREAD_VARIABLES}
 
 
 class AgentGone(Exception):
@@ -295,7 +313,7 @@ class IsolatedAgents:
     def __init__(self, agent_path: str, *, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,
                  max_processes: int = DEFAULT_AGENT_PROCESSES, network: bool = False,
                  llm_endpoint: tuple[str, int] | None = None, start_timeout: float = START_TIMEOUT_S,
-                 proxy: LLMProxy | None = None):
+                 proxy: LLMProxy | None = None, threads: int = DEFAULT_AGENT_THREADS):
         self.agent_path = os.path.abspath(agent_path)
         self.proxy = proxy
         # with a proxy, the port of the agent's namespace that the worker serves is the proxy's
@@ -307,6 +325,7 @@ class IsolatedAgents:
         self.memory_mb = memory_mb
         self.max_processes = max_processes
         self.network = network
+        self.threads = int(threads)
         self.start_timeout = start_timeout
         self.layers: dict[str, str] = {}
         self.info: dict = {}
@@ -346,7 +365,8 @@ class IsolatedAgents:
             cfg["forward_port"] = int(self.llm_endpoint[1])
             cfg["forward_fd"] = child_channel.fileno()
             passed.append(child_channel.fileno())
-        env = dict(os.environ, HOME=self._workdir, TMPDIR=self._workdir, PYTHONDONTWRITEBYTECODE="1")
+        env = dict(os.environ, HOME=self._workdir, TMPDIR=self._workdir, PYTHONDONTWRITEBYTECODE="1",
+                   **agent_thread_env(self.threads))
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-B", "-c", AGENT_MAIN, json.dumps(cfg)],
@@ -633,14 +653,14 @@ class _RequestFailed(Exception):
 
 
 def probe_agent(agent_path: str, *, in_process: bool = False, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,
-                network: bool = False) -> tuple[dict, dict[str, str]]:
+                network: bool = False, threads: int = DEFAULT_AGENT_THREADS) -> tuple[dict, dict[str, str]]:
     """Import an agent file the way `evaluate` will and return its ``AGENT_INFO`` and the isolation
     layers that took effect; `AgentLoadError` (one line) when it does not load. Isolated unless
     ``in_process``: the trusted process never imports the agent file."""
     if in_process:
         module = load_agent_module(agent_path)
         return agent_info(module), InProcessAgents(agent_path).layers
-    agents = IsolatedAgents(agent_path, memory_mb=memory_mb, network=network)
+    agents = IsolatedAgents(agent_path, memory_mb=memory_mb, network=network, threads=threads)
     try:
         agents.start()
         return dict(agents.info), dict(agents.layers)

@@ -58,6 +58,7 @@ class EvalConfig:
     in_process: bool = False  # debugging only: the agent runs inside the workers; results not submittable
     agent_memory_mb: int | None = None  # address-space limit of each agent process (None: the default)
     agent_network: bool = False  # keep the host network for the agent; recorded
+    agent_threads: int = 1  # numeric libraries' threads in each agent process (agents.agent_thread_env); recorded
     llm_endpoint: tuple[str, int] | None = None  # (host, port) the agent may reach at 127.0.0.1:port
     # the LLM proxy (polar_bench.llm.proxy) forwards to this upstream: "embedded" (the SmolLM2 that each
     # worker serves at its first LLM call) or a URL; None: no proxy (--no-llm-proxy, --llm-endpoint)

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import AgentLoadError, HarnessError, InvalidActionError
 from ..llm.proxy import EpisodeCalls, LLMBudget, LLMProxy
 from ..task_info import TaskInfo
-from .agents import AgentGone, InProcessAgents, IsolatedAgents, Slot
+from .agents import DEFAULT_AGENT_THREADS, AgentGone, InProcessAgents, IsolatedAgents, Slot
 
 __all__ = ["TrajectoryDigest", "EpisodeRunner", "run_episode"]
 
@@ -145,7 +145,7 @@ class EpisodeRunner:
                  episode_timeout: float | None, lanes: int = 1, *, in_process: bool = False,
                  agent_memory_mb: int | None = None, network: bool = False,
                  llm_endpoint: tuple[str, int] | None = None, pipeline: bool = True,
-                 llm_proxy: dict | None = None):
+                 llm_proxy: dict | None = None, agent_threads: int = DEFAULT_AGENT_THREADS):
         """``llm_proxy``: ``{"upstream": URL, "budget": {...} | None, "trajectories": DIR | None}`` puts
         an `LLMProxy` in front of the agents (see `polar_bench.llm.proxy`)."""
         self.options = options
@@ -162,7 +162,7 @@ class EpisodeRunner:
         if in_process:
             self.agents = InProcessAgents(agent_path, self.proxy)
         else:
-            kwargs: dict[str, Any] = {"network": network, "proxy": self.proxy,
+            kwargs: dict[str, Any] = {"network": network, "proxy": self.proxy, "threads": agent_threads,
                                       "llm_endpoint": tuple(llm_endpoint) if llm_endpoint else None}
             if agent_memory_mb is not None:
                 kwargs["memory_mb"] = agent_memory_mb

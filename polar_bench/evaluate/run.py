@@ -18,7 +18,7 @@ from ..agent import agent_file_hash
 from ..errors import AgentLoadError, UserError
 from ..harness import check_options
 from ..results import write_results
-from .agents import DEFAULT_AGENT_MEMORY_MB, probe_agent
+from .agents import DEFAULT_AGENT_MEMORY_MB, MAX_AGENT_THREADS, probe_agent
 from .config import EvalConfig, check_pins, journal_path
 from .dispatch import ProcessTransport, RayTransport, dispatch, load_harness_plugins
 from .journal import Journal, Progress, now
@@ -86,6 +86,9 @@ def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str
 def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
     ok, 1: some episode failed). User errors raise `UserError`."""
+    if not (isinstance(cfg.agent_threads, int) and 1 <= cfg.agent_threads <= MAX_AGENT_THREADS):
+        raise UserError(f"agent threads must be a whole number from 1 to {MAX_AGENT_THREADS}, got "
+                        f"{cfg.agent_threads!r}; pass --agent-threads N (the default, 1, reproduces anywhere)")
     mismatches = check_pins(cfg.suite, cfg.tasks)
     if mismatches and not cfg.allow_version_mismatch:
         listing = ", ".join(f"{k} {v['installed']} (suite pins {v['pinned']})" for k, v in mismatches.items())
@@ -104,7 +107,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     # file fails fast, in one line, and AGENT_INFO is read as plain data.
     memory = cfg.agent_memory_mb or DEFAULT_AGENT_MEMORY_MB
     info, probe_layers = probe_agent(agent_path, in_process=cfg.in_process, memory_mb=memory,
-                                     network=cfg.agent_network)
+                                     network=cfg.agent_network, threads=cfg.agent_threads)
     out = Path(cfg.out)
     if out.parent and not out.parent.exists():
         raise UserError(f"the folder of --out {str(out)!r} does not exist; create it or choose another path")
@@ -162,6 +165,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "submittable": not cfg.in_process,
         "agent_memory_mb": None if cfg.in_process else memory,
         "agent_network": bool(cfg.agent_network),
+        "agent_threads": None if cfg.in_process else cfg.agent_threads,
         "llm_endpoint": f"{cfg.llm_endpoint[0]}:{cfg.llm_endpoint[1]}" if cfg.llm_endpoint else None,
     }
     if cfg.llm_upstream is not None:

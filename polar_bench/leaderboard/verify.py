@@ -47,7 +47,7 @@ from ..agent import agent_file_hash
 from ..analysis import episode_value
 from ..artifacts import ArtifactError, ensure_artifacts
 from ..errors import ResultsError, UserError
-from ..evaluate import EvalConfig, Unit, run_evaluation
+from ..evaluate import DEFAULT_AGENT_THREADS, EvalConfig, Unit, run_evaluation
 from ..results import read_results
 from .checks import released_suites
 from .entries import DEFAULT_DIR, Entry, find_entry, record_verification
@@ -215,6 +215,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     if tolerance is None:
         tolerance = 0.0 if deterministic else STOCHASTIC_TOLERANCE
     config = data.get("config", {})
+    # the evaluation's thread count (schema-checked: 1-256); results made before it was recorded: 1
+    threads = (data.get("isolation") or {}).get("agent_threads") or DEFAULT_AGENT_THREADS
     chosen_tasks = [t for t in suite.tasks if any(k[0] == t.id for k in keys)]
     llm_upstream = llm_upstream or "embedded"  # the agent always runs behind the LLM proxy
     with tempfile.TemporaryDirectory(prefix="polar_bench_verify_") as tmp:
@@ -223,6 +225,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
             runs=1 + max(k[1] for k in keys), workers=max(1, min(workers or 2, len(keys))),
             step_timeout=config.get("step_timeout", 60.0), episode_timeout=config.get("episode_timeout", 1800.0),
             progress=progress, command=f"verify {results_path} --seed {seed}", sample=keys, in_process=False,
+            agent_threads=threads,
             llm_upstream=llm_upstream, llm_budget=dict(suite.llm) if suite.llm else None)
         rerun, _ = run_evaluation(cfg)
     by_key = {(e["task"], e["run"], e["seed"]): e for e in rerun["episodes"]}
