@@ -214,6 +214,70 @@ def test_failures_are_recorded_per_episode_and_the_run_goes_on(tmp_path, capsys)
     assert data["standard"] is False and data["harness_plugins"][0]["sha256"]
 
 
+EXTRAS_AGENT = """
+    import numpy as np
+
+    class Agent:
+        def reset(self, seed):
+            self.seed = seed
+        def act(self, obs, info):
+            return 0
+        def episode_info(self):
+            return {
+                0: {"counts": np.arange(3), "mean": np.float32(0.5), "pair": (1, "a")},
+                1: {"x": float("nan")},
+                2: {"x": "a" * (70 << 10)},
+                3: {"x": object()},
+                4: {"return": 1e9, "length": 1, "status": "ok", "digest": "sha256:0", "clipped_actions": 0,
+                    "harness": {}, "wall_seconds": 0.0, "mine": 1},
+                5: None,
+            }[self.seed % 6]
+
+    def make_agent(task, run):
+        return Agent()
+"""
+
+
+@pytest.mark.parametrize("lanes", ["1", "4"])
+@pytest.mark.parametrize("isolated", [True, False])
+def test_what_episode_info_returns_is_checked_and_the_run_goes_on(tmp_path, capsys, lanes, isolated):
+    """An agent's episode_info() may not stop the evaluation (NaN or a non-JSON object in the journal),
+    bloat its results (64 KiB per episode) or overwrite what the loop measured."""
+    agent = write(tmp_path / "agent.py", EXTRAS_AGENT)
+    seeds = [600, 601, 602, 603, 604, 605]
+    suite = write(tmp_path / "s.toml", FAULTY_SUITE.replace('"faulty/env"', '"gym/CartPole-v1"')
+                  .replace("[10, 11, 12, 13, 14, 15, 16]", str(seeds)).replace("episodes = 7", "episodes = 6")
+                  .replace("value = 20.0", "value = 500.0"))
+    out = str(tmp_path / "r.json")
+    extra = [] if isolated else ["--in-process"]
+    code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--workers", "1",
+                            "--envs-per-worker", lanes, "--no-progress", *extra], capsys)
+    assert code == 1, err
+    eps = {e["seed"]: e for e in read_results(out).episodes}
+    assert eps[600]["status"] == "ok" and eps[600]["counts"] == [0, 1, 2] and eps[600]["mean"] == 0.5
+    assert eps[600]["pair"] == [1, "a"]
+    fix = "return a dict of JSON values"
+    assert eps[601]["status"] == "agent_error" and "episode_info()['x'] is nan" in eps[601]["error"]
+    assert eps[602]["status"] == "agent_error" and "bytes of JSON" in eps[602]["error"] and fix in eps[602]["error"]
+    assert eps[603]["status"] == "agent_error" and "type object" in eps[603]["error"] and "digest" not in eps[603]
+    measured = eps[604]
+    assert measured["status"] == "ok" and measured["mine"] == 1 and measured["length"] == measured["return"] < 20
+    assert measured["digest"] != "sha256:0" and "clipped_actions" not in measured and "harness" not in measured
+    assert eps[605]["status"] == "ok"
+
+
+@pytest.mark.parametrize("info, needle", [
+    ("{'x': float('nan')}", "AGENT_INFO['x'] is nan"),
+    ("{'x': 'a' * (70 << 10)}", "AGENT_INFO holds"),
+])
+def test_an_agent_info_that_is_not_small_json_is_one_line(tmp_path, capsys, info, needle):
+    agent = write(tmp_path / "agent.py", GOOD_AGENT + f"\n    AGENT_INFO = {info}\n")
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", str(tmp_path / "r.json"),
+                            "--workers", "1", "--no-progress", "--in-process"], capsys)
+    assert code == 2 and needle in err and "Traceback" not in err and "at most 64 KiB" in err
+    assert not (tmp_path / "r.json").exists()
+
+
 # --------------------------------------------------------------------------- determinism and resume
 def _returns(path):
     return [(e["task"], e["run"], e["index"], e["seed"], e["return"], e["length"]) for e in read_results(path).episodes]

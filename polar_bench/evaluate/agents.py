@@ -68,6 +68,37 @@ def agent_thread_env(threads: int) -> dict[str, str]:
     return {name: str(int(threads)) for name in _THREAD_VARIABLES}
 
 
+PLAIN_JSON_DEPTH = 16
+AGENT_INFO_BYTES = 64 << 10
+
+
+def plain_json(value: Any, where: str, depth: int = 0) -> Any:
+    """``value`` as plain JSON data (numpy scalars and arrays become numbers and lists); ValueError
+    naming ``where`` for anything else: NaN or infinity, other types, keys that are not strings."""
+    if depth > PLAIN_JSON_DEPTH:
+        raise ValueError(f"{where} is nested deeper than {PLAIN_JSON_DEPTH} levels")
+    if isinstance(value, np.ndarray):
+        value = value.tolist()
+    elif isinstance(value, np.generic):
+        value = value.item()
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"{where} is {value}, which JSON cannot hold")
+        return value
+    if isinstance(value, (list, tuple)):
+        return [plain_json(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ValueError(f"{where} has a key {k!r} that is not a string")
+            out[k] = plain_json(v, f"{where}[{k!r}]", depth + 1)
+        return out
+    raise ValueError(f"{where} is of type {type(value).__name__}, not a JSON value")
+
+
 class AgentGone(Exception):
     """The agent process died, hung past its deadline or broke the protocol; it was killed.
 
@@ -659,10 +690,20 @@ def probe_agent(agent_path: str, *, in_process: bool = False, memory_mb: int | N
     ``in_process``: the trusted process never imports the agent file."""
     if in_process:
         module = load_agent_module(agent_path)
-        return agent_info(module), InProcessAgents(agent_path).layers
-    agents = IsolatedAgents(agent_path, memory_mb=memory_mb, network=network, threads=threads)
+        info, layers = agent_info(module), InProcessAgents(agent_path).layers
+    else:
+        agents = IsolatedAgents(agent_path, memory_mb=memory_mb, network=network, threads=threads)
+        try:
+            agents.start()
+            info, layers = dict(agents.info), dict(agents.layers)
+        finally:
+            agents.close()
+    fix = f"; keep AGENT_INFO to JSON values (numbers, strings, lists, dicts), at most {AGENT_INFO_BYTES >> 10} KiB"
     try:
-        agents.start()
-        return dict(agents.info), dict(agents.layers)
-    finally:
-        agents.close()
+        info = plain_json(info, "AGENT_INFO")
+    except ValueError as exc:
+        raise AgentLoadError(f"{agent_path}: {exc}{fix}") from None
+    size = len(json.dumps(info))
+    if size > AGENT_INFO_BYTES:
+        raise AgentLoadError(f"{agent_path}: AGENT_INFO holds {size:,} bytes of JSON{fix}")
+    return info, layers

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import AgentLoadError, HarnessError, InvalidActionError
 from ..llm.proxy import EpisodeCalls, LLMBudget, LLMProxy
 from ..task_info import TaskInfo
-from .agents import DEFAULT_AGENT_THREADS, AgentGone, InProcessAgents, IsolatedAgents, Slot
+from .agents import DEFAULT_AGENT_THREADS, AgentGone, InProcessAgents, IsolatedAgents, Slot, plain_json
 
 __all__ = ["TrajectoryDigest", "EpisodeRunner", "run_episode"]
 
@@ -117,6 +117,31 @@ _NO_NETWORK = ("Network is unreachable", "Temporary failure in name resolution",
 NO_NETWORK_HINT = ("\n(the agent process has no network but the LLM proxy at OPENAI_BASE_URL: send LLM calls there "
                    "and name the model behind it with --llm-upstream URL, or pass --agent-network to give the "
                    "agent the host's network; see docs/evaluate.md)")
+
+
+# what an agent's episode_info() may add to its record: JSON values, this much of them per episode
+EPISODE_INFO_BYTES = 64 << 10
+# keys of a record that the loop and the harness measure: an agent's episode_info() cannot set them
+MEASURED_KEYS = ("task", "run", "index", "seed", "return", "length", "status", "error", "digest", "wall_seconds",
+                 "agent_seconds", "harness", "clipped_actions")
+
+
+def episode_extras(extra: Any) -> tuple[dict, str | None]:
+    """What an agent's ``episode_info()`` adds to its episode's record: its keys but the measured ones,
+    as plain JSON data of at most `EPISODE_INFO_BYTES`; or an error (the episode's agent_error) saying
+    what to return instead. An agent must not be able to stop the evaluation or bloat its results."""
+    fix = (f"; return a dict of JSON values (numbers, strings, lists, dicts), at most "
+           f"{EPISODE_INFO_BYTES >> 10} KiB of them")
+    if not isinstance(extra, dict):
+        return {}, f"episode_info() must return a dict, got {type(extra).__name__}" + fix
+    try:
+        clean = plain_json({k: v for k, v in extra.items() if k not in MEASURED_KEYS}, "episode_info()")
+    except ValueError as exc:
+        return {}, str(exc) + fix
+    size = len(json.dumps(clean))
+    if size > EPISODE_INFO_BYTES:
+        return {}, f"episode_info() returned {size:,} bytes of JSON" + fix
+    return clean, None
 
 
 def _record(lane: _Lane, status: str = "ok", error: str | None = None) -> dict:
@@ -472,13 +497,12 @@ class EpisodeRunner:
                     extra, err = self.agents.episode_info(slot)
                 except AgentGone as gone:
                     extra, err = None, gone.message
+                if err is None and extra:
+                    extra, err = episode_extras(extra)
                 if err is not None:
                     rec["status"], rec["error"] = "agent_error", err
                     rec.pop("digest", None)
                 elif extra:
-                    for key in ("task", "run", "index", "seed", "return", "length", "status", "error", "digest",
-                                "wall_seconds", "agent_seconds", "harness"):
-                        extra.pop(key, None)  # the agent cannot overwrite what the loop measured
                     rec.update(extra)
         if self.proxy is not None:
             calls = self.proxy.close(lane)
