@@ -183,7 +183,9 @@ class HarnessConformance:
             bad = [space.n, -1, 0.5, "left", None, np.zeros(3, dtype=np.int64), np.float64(1.0)]
         else:
             bad = [np.zeros(space.shape[0] + 1), np.full(space.shape, np.nan),
-                   np.full(space.shape, np.inf), "fast", None]
+                   np.full(space.shape, np.inf), "fast", None,
+                   # nothing that numpy would convert quietly: strings, booleans, complex numbers
+                   ["0.5"] * space.shape[0], [True] * space.shape[0], np.zeros(space.shape, complex) + 1j]
         for action in bad:
             with pytest.raises(InvalidActionError) as err:
                 harness.step(action)

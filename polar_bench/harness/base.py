@@ -306,7 +306,10 @@ class Harness(gymnasium.Env):
                     return action.astype(self._action_dtype)  # a copy: never alias the agent's array
                 return (self._action_offset + self._action_scale * action).astype(self._action_dtype, copy=False)
         try:
-            arr = np.asarray(action, dtype=np.float64)
+            raw = np.asarray(action)
+            if raw.dtype.kind not in "fiu":  # not strings, booleans, complex numbers or objects, converted
+                raise TypeError(raw.dtype)
+            arr = raw.astype(np.float64)
         except (TypeError, ValueError):
             raise InvalidActionError(
                 f"{self.task_info.id}: expected a float array of shape {self._action_shape} in [-1, 1], "
