@@ -89,8 +89,13 @@ def test_patching_the_environment_class_at_import_changes_nothing(tmp_path, caps
     assert data["isolation"]["mode"] == "process"
 
 
-def test_the_same_patch_in_process_is_what_isolation_prevents(tmp_path, capsys, honest):
-    """The control: with --in-process the patch does reach the environment (and the results say so)."""
+def test_the_same_patch_in_process_is_what_isolation_prevents(tmp_path, capsys, monkeypatch, honest):
+    """The control: with --in-process the patch does reach the environment (and the results say so).
+    One in-process worker is this test's own process: the patch is undone after it (monkeypatch), or
+    every later test's CartPole would never fall."""
+    from gymnasium.envs.classic_control import cartpole
+
+    monkeypatch.setattr(cartpole.CartPoleEnv, "step", cartpole.CartPoleEnv.step)
     agent = _write_agent(tmp_path, "patch", prelude="""
         from gymnasium.envs.classic_control import cartpole
         _step = cartpole.CartPoleEnv.step
@@ -183,6 +188,45 @@ def test_a_20_gb_allocation_is_an_agent_error(tmp_path, capsys, honest):
     """)
     code, episodes, _ = _evaluate(agent, tmp_path / "r.json", capsys)
     assert code == 1 and all(e["status"] == "agent_error" and "MemoryError" in e["error"] for e in episodes)
+
+
+STRAY_PRELUDE = """
+    import os, time
+
+    def _stray():
+        # a grandchild in a session of its own, its parent gone: it would outlive the agent process
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.setsid()
+            pid = os.fork()
+            if pid == 0:
+                time.sleep(3000)
+                os._exit(0)
+            os.write(w, str(pid).encode())
+            os._exit(0)
+        os.close(w)
+        pid = int(os.read(r, 32))
+        os.close(r)
+        return pid
+
+    STRAYS = [_stray()]
+"""
+
+
+def test_processes_the_agent_starts_do_not_outlive_it(tmp_path, capsys, honest):
+    agent = _write_agent(tmp_path, "stray", prelude=STRAY_PRELUDE, attack="""
+        if not hasattr(self, "started"):
+            self.started = _stray()  # and one from a worker's agent process, while it plays
+    """)
+    text = Path(agent).read_text().replace("def make_agent(task, run):",
+                                           "Agent.episode_info = lambda self: {'stray': self.started}\n\n"
+                                           "def make_agent(task, run):")
+    Path(agent).write_text(text + "\nAGENT_INFO = {'name': 'stray', 'strays': STRAYS}\n")
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys)
+    assert code == 0 and _outcome(episodes) == honest
+    strays = set(data["agent"]["info"]["strays"]) | {e["stray"] for e in episodes}
+    assert len(strays) >= 2  # the probe's, and at least one of the worker's agent process
+    assert all(gone_within(pid, 10) for pid in strays)
 
 
 def test_sleeping_forever_in_act_is_a_timeout(tmp_path, capsys, honest):

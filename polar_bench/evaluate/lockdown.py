@@ -25,7 +25,10 @@ it, and `lock_down` returns which ones took effect (recorded in the results unde
 5. **seccomp** (x86-64): refuses ``ptrace``, ``process_vm_readv``/``writev``, ``kcmp``,
    ``pidfd_getfd``, ``open_by_handle_at``, ``setns``, mounts, BPF, perf events, ``userfaultfd``,
    ``io_uring``, kernel keyrings and modules, clock and host changes; x32-ABI numbers are refused and
-   another ABI (``int 0x80``) kills the process.
+   another ABI (``int 0x80``) kills the process. ``setsid`` and ``setpgid`` succeed without doing
+   anything: every process the agent starts stays in its process group, so the worker's kill of
+   that group leaves none behind (a child that made itself a session of its own outlived the
+   evaluation). Code that starts a process with ``start_new_session`` still works.
 
 The trusted worker also makes itself non-dumpable (`protect_trusted_process`), so that no process
 of its uid without ``CAP_SYS_PTRACE`` can open its ``/proc/<pid>/mem``.
@@ -78,6 +81,9 @@ _DENIED_X86_64 = {
     "sethostname": 170, "setdomainname": 171, "acct": 163, "quotactl": 179, "vhangup": 153,
     "modify_ldt": 154, "uselib": 134, "lookup_dcookie": 212,
 }
+# seccomp: system calls that return 0 without running: a process of the agent cannot leave its
+# process group (start_new_session and setsid() still "succeed", so libraries that call them work)
+_NOOP_X86_64 = {"setpgid": 109, "setsid": 112}
 _AUDIT_ARCH_X86_64 = 0xC000003E
 _EPERM = 1
 
@@ -157,7 +163,7 @@ def _seccomp() -> str:
     if platform.machine() not in ("x86_64", "AMD64"):
         return f"unavailable on {platform.machine()}"
     ld_w_abs, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
-    allow, kill, deny = 0x7FFF0000, 0x80000000, 0x00050000 | _EPERM
+    allow, kill, deny, noop = 0x7FFF0000, 0x80000000, 0x00050000 | _EPERM, 0x00050000
     prog = [
         (ld_w_abs, 0, 0, 4),             # A = arch
         (jeq, 1, 0, _AUDIT_ARCH_X86_64),
@@ -167,14 +173,18 @@ def _seccomp() -> str:
         (ret, 0, 0, deny),
     ]
     nrs = sorted(set(_DENIED_X86_64.values()))
-    for i, nr in enumerate(nrs):
-        prog.append((jeq, len(nrs) - i, 0, nr))
-    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+    noops = sorted(set(_NOOP_X86_64.values()))
+    checks = len(nrs) + len(noops)
+    for i, nr in enumerate(nrs):  # a match jumps over the remaining checks and `allow` to `deny`
+        prog.append((jeq, checks - i, 0, nr))
+    for i, nr in enumerate(noops, start=len(nrs)):  # ... and one further, to `noop`
+        prog.append((jeq, checks - i + 1, 0, nr))
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, deny), (ret, 0, 0, noop)]
 
     state = install_bpf(prog)
     if state != "on":
         return state
-    return f"on ({len(nrs)} system calls refused)"
+    return f"on ({len(nrs)} system calls refused; setsid and setpgid do nothing)"
 
 
 def _processes_of(uid: int) -> int:

@@ -94,12 +94,16 @@ def _module_paths() -> list[str]:
 
 def kill_process_group(proc: subprocess.Popen) -> None:
     """SIGKILL the process group that ``proc`` leads (started with ``start_new_session=True``) and
-    reap ``proc``; nothing in the group can catch it. Safe on a process that already ended."""
+    reap ``proc``; nothing in the group can catch it. Safe on a process that already ended; the group
+    is killed even then, since what the process started may outlive it. The id names no one else:
+    the kernel gives no new process a group's id while the group has members, and once it has none,
+    process ids come back only after the whole id space went round (callers kill right after
+    reaping the leader)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     if proc.returncode is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         try:
             proc.kill()
         except OSError:
