@@ -321,15 +321,17 @@ def test_only_the_named_llm_endpoint_is_reachable(tmp_path, capsys):
 
 
 def test_an_agent_process_dies_with_its_worker(tmp_path):
-    """A worker killed mid-episode (Ctrl-C kills the workers) must not leave a hung agent behind."""
+    """A worker killed mid-episode (Ctrl-C kills the workers) must not leave a hung agent behind, nor
+    anything the agent started (with no worker left to kill its process group)."""
     import signal
     import subprocess
     import time
 
-    agent = _write_agent(tmp_path, "hang", attack="""
+    agent = _write_agent(tmp_path, "hang", prelude=STRAY_PRELUDE, attack="""
         import time
         time.sleep(1e6)
     """)
+    Path(agent).write_text(Path(agent).read_text() + "\nAGENT_INFO = {'name': 'hang', 'strays': STRAYS}\n")
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(f"""
         import os, sys
@@ -338,16 +340,18 @@ def test_an_agent_process_dies_with_its_worker(tmp_path):
         agents = IsolatedAgents({agent!r})
         slot = agents.make(polar_bench.make("gym/CartPole-v1").task_info, 0)
         agents.reset([slot], [1])
-        print(agents._proc.pid, flush=True)
+        print(agents._proc.pid, agents.info["strays"][0], flush=True)
         agents.act([slot], [[0.0, 0.0, 0.0, 0.0]], [{{}}], None)
     """))
     worker = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
-    pid = int(worker.stdout.readline())
+    pid, stray = map(int, worker.stdout.readline().split())
     time.sleep(2)  # let the act() request reach it (killed before, the agent would just read EOF and exit)
     os.kill(pid, 0)  # the agent process is alive, sleeping in act
+    os.kill(stray, 0)  # and so is the process it started in a session of its own
     worker.send_signal(signal.SIGKILL)
     worker.wait()
     assert gone_within(pid, 10), "the agent process outlived its worker"
+    assert gone_within(stray, 10), "a process the agent started outlived its worker"
 
 
 # ------------------------------------------------------------------------------ the request pipe

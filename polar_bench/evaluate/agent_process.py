@@ -268,6 +268,35 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _guard_group() -> None:
+    """Fork a guardian that SIGKILLs this process group when this process ends, however it ends (its
+    worker's death, a crash, a normal exit): what the agent starts stays in the group (its setsid and
+    setpgid do nothing, `lockdown`), so nothing of it outlives the agent process even when no worker
+    is left to kill the group. Forked after the lockdown, as the kernel delivers a parent-death signal
+    only where the dying parent may send one (its uid, its Landlock domain); so the agent could kill
+    its guardian, which costs only this second line of defence (the worker kills the group whenever
+    it ends an agent process). It holds no file descriptor and only waits."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    parent, group = os.getpid(), os.getpgrp()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork: the child only calls
+    if os.fork():
+        return
+    try:
+        os.closerange(0, 1 << 16)
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # waited for below, never lost
+        pr_set_pdeathsig = 1
+        prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+        if os.getppid() == parent:  # else the agent process is already gone
+            signal.sigwait({signal.SIGTERM})
+        os.killpg(group, signal.SIGKILL)  # the guardian is in the group too
+    finally:
+        os._exit(0)
+
+
 def main() -> None:
     cfg = json.loads(sys.argv[1])
     parent = os.getppid()
@@ -293,6 +322,7 @@ def main() -> None:
         pipe.write(b"E", {"error": f"the agent process could not lock itself down: {format_exception(exc)}"})
         return
     _die_with_parent(parent)
+    _guard_group()
 
     from polar_bench.agent import agent_info, load_agent_module
     from polar_bench.errors import AgentLoadError
