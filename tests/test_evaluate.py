@@ -269,12 +269,13 @@ def test_what_episode_info_returns_is_checked_and_the_run_goes_on(tmp_path, caps
 @pytest.mark.parametrize("info, needle", [
     ("{'x': float('nan')}", "AGENT_INFO['x'] is nan"),
     ("{'x': 'a' * (70 << 10)}", "AGENT_INFO holds"),
+    ("'my agent'", "AGENT_INFO must be a dict"),
 ])
 def test_an_agent_info_that_is_not_small_json_is_one_line(tmp_path, capsys, info, needle):
     agent = write(tmp_path / "agent.py", GOOD_AGENT + f"\n    AGENT_INFO = {info}\n")
     code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", str(tmp_path / "r.json"),
                             "--workers", "1", "--no-progress", "--in-process"], capsys)
-    assert code == 2 and needle in err and "Traceback" not in err and "at most 64 KiB" in err
+    assert code == 2 and needle in err and "Traceback" not in err
     assert not (tmp_path / "r.json").exists()
 
 

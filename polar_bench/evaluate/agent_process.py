@@ -282,7 +282,7 @@ def _guard_group() -> None:
     import signal
 
     parent, group = os.getpid(), os.getpgrp()
-    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork: the child only calls
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, so the child only calls it
     if os.fork():
         return
     try:
