@@ -1,6 +1,6 @@
 """What the agent process costs, and what batched acting buys back, side by side in one run.
 
-    python benchmarks/isolation_overhead.py [--part all|random|ppo] [--workers 2] [--episodes 16]
+    python benchmarks/isolation_overhead.py [--part all|random|ppo] [--workers 2] [--episodes 16] [--repeat N]
 
 1. The random agent on the whole of suite v1 (1,770 episodes), in-process one episode per worker at a
    time (``--in-process --envs-per-worker 1``, the path before isolation) and isolated with the
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -54,14 +55,27 @@ def _same(a: dict, b: dict) -> str:
     return "identical episodes" if same else "EPISODES DIFFER"
 
 
-def part_random(workers: int, tmp: Path) -> None:
+def part_random(workers: int, tmp: Path, repeat: int = 1) -> None:
+    """``repeat`` pairs, each mode in turn: on a shared machine one pair's ratio moves by +-0.15, so the
+    median of several says more than any one of them."""
     suite = load_suite("v1")
     agent = str(ROOT / "examples" / "random_agent.py")
-    t_in, d_in = evaluate(agent, list(suite.tasks), suite.runs, tmp / "in.json", workers=workers, in_process=True)
-    t_iso, d_iso = evaluate(agent, list(suite.tasks), suite.runs, tmp / "iso.json", workers=workers,
-                            in_process=False, lanes=8)
-    print(f"random agent, full v1 ({len(d_in['episodes'])} episodes, {workers} workers): in-process {t_in:.1f} s, "
-          f"isolated {t_iso:.1f} s, ratio {t_iso / t_in:.2f} (target <= 1.5); {_same(d_in, d_iso)}")
+    ratios = []
+    for _ in range(repeat):
+        t_in, d_in = evaluate(agent, list(suite.tasks), suite.runs, tmp / "in.json", workers=workers,
+                              in_process=True)
+        t_iso, d_iso = evaluate(agent, list(suite.tasks), suite.runs, tmp / "iso.json", workers=workers,
+                                in_process=False, lanes=8)
+        ratios.append(t_iso / t_in)
+        print(f"random agent, full v1 ({len(d_in['episodes'])} episodes, {workers} workers): in-process "
+              f"{t_in:.1f} s, isolated {t_iso:.1f} s, ratio {t_iso / t_in:.2f} (target <= 1.5); "
+              f"{_same(d_in, d_iso)}", flush=True)
+        for f in ("in.json", "iso.json"):  # the next pair evaluates afresh, not from the journals
+            for path in tmp.glob(f"{Path(f).stem}*"):
+                path.unlink()
+    if repeat > 1:
+        print(f"random agent: median ratio of {repeat} pairs {statistics.median(ratios):.2f} "
+              f"(range {min(ratios):.2f}-{max(ratios):.2f}; target <= 1.5)")
 
 
 def _untrained_checkpoints(folder: Path) -> None:
@@ -133,11 +147,13 @@ def main() -> None:
     p.add_argument("--part", choices=("all", "random", "ppo"), default="all")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--episodes", type=int, default=16, help="episodes per PPO task (default 16)")
+    p.add_argument("--repeat", type=int, default=1, help="pairs of random-agent runs, each mode in turn; "
+                                                          "prints the median ratio too (default 1)")
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="polar_bench_iso_bench_"))
     try:
         if args.part in ("all", "random"):
-            part_random(args.workers, tmp)
+            part_random(args.workers, tmp, max(1, args.repeat))
         if args.part in ("all", "ppo"):
             part_ppo(args.episodes, tmp)
     finally:
