@@ -469,3 +469,21 @@ def test_verify_reruns_with_the_recorded_thread_count(tmp_path, capsys):
     other.write_text(json.dumps(claimed))
     record, _ = verify(other, agent, 2, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False)
     assert record["status"] == "failed"
+
+
+def test_string_hashes_are_the_same_in_every_agent_process(tmp_path, capsys, monkeypatch):
+    """An agent that iterates over a set of strings (whose order follows str hashes, salted per process
+    by default) plays the same in the probe, in every worker and in a later verification."""
+    import subprocess
+
+    monkeypatch.setenv("PYTHONHASHSEED", "random")  # what the evaluating shell says does not matter
+    agent = _write_agent(tmp_path, "hashes", prelude="", attack="pass")
+    text = Path(agent).read_text().replace("def make_agent(task, run):",
+                                           "Agent.episode_info = lambda self: {'hash': hash('polar')}\n\n"
+                                           "def make_agent(task, run):")
+    Path(agent).write_text(text + "\nAGENT_INFO = {'name': 'hashes', 'hash': hash('polar')}\n")
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys, "--workers", "2")
+    assert code == 0
+    fixed = subprocess.run([sys.executable, "-c", "print(hash('polar'))"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONHASHSEED": "0"}, check=True).stdout.strip()
+    assert {data["agent"]["info"]["hash"]} | {e["hash"] for e in episodes} == {int(fixed)}

@@ -396,8 +396,10 @@ class IsolatedAgents:
             cfg["forward_port"] = int(self.llm_endpoint[1])
             cfg["forward_fd"] = child_channel.fileno()
             passed.append(child_channel.fileno())
+        # PYTHONHASHSEED: str hashes, and with them the order of a set of strings, are the same in every
+        # agent process, so an agent that iterates over one plays the same on every run and machine
         env = dict(os.environ, HOME=self._workdir, TMPDIR=self._workdir, PYTHONDONTWRITEBYTECODE="1",
-                   **agent_thread_env(self.threads))
+                   PYTHONHASHSEED="0", **agent_thread_env(self.threads))
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-B", "-c", AGENT_MAIN, json.dumps(cfg)],
