@@ -109,9 +109,10 @@ class Table:
         return text[1:] if text.startswith("-") and float(text) == 0 else text
 
     def plain(self, cell: Any, bold: tuple[str, str] = ("", "")) -> str:
-        """A cell as plain text (a `Value` with its interval or sd; ``bold`` wraps a bold value)."""
+        """A cell as plain text (a `Value` with its interval or sd; ``bold`` wraps a bold value), on one
+        line: control characters of a submitted string become spaces (a line break ends a table row)."""
         if not isinstance(cell, Value):
-            return str(cell)
+            return _CONTROL.sub(" ", str(cell))
         point = self._num(cell.point)
         if point is None:
             return DASH
@@ -264,8 +265,14 @@ _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"
           "<": r"$<$", "≈": r"$\approx$", "‡": r"\textsuperscript{\ddag}", "▿": r"$\triangledown$"}
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
 def latex_escape(text: str) -> str:
-    return "".join(_LATEX.get(ch, ch) for ch in text)
+    """``text`` as LaTeX shows it literally. Control characters become spaces: a line break in an agent
+    name (a results file's strings are the submitter's) would end the paragraph inside the tabular,
+    and the paper stops compiling."""
+    return "".join(_LATEX.get(ch, ch) for ch in _CONTROL.sub(" ", text))
 
 
 def csv_key(header: str) -> str:

@@ -141,6 +141,21 @@ def test_report_format_for_results_files(tmp_path, capsys):
     assert code == 2 and "--out DIR" in err
 
 
+def test_report_keeps_a_submitted_name_on_one_line_and_literal(tmp_path, capsys):
+    """An agent name is the submitter's string: a line break in it ended the LaTeX paragraph inside the
+    tabular (the paper stopped compiling) and the Markdown table row."""
+    data = valid_results()
+    data["agent"]["name"] = "evil\n\nname % \\input{x}"
+    path = write_json(tmp_path / "r.json", data)
+    code, out, _ = run(["report", path, "--format", "latex", "--reps", "200"], capsys)
+    body = out[out.index("\\begin{tabular}"):out.index("\\end{tabular}")]
+    assert code == 0 and "\n\n" not in body
+    assert "evil  name \\% \\textbackslash{}input\\{x\\}" in body
+    code, out, _ = run(["report", path, "--format", "markdown", "--reps", "200"], capsys)
+    rows = [line for line in out.splitlines() if "evil" in line]
+    assert code == 0 and rows and all(line.startswith("|") and line.endswith("|") for line in rows)
+
+
 def test_committed_leaderboard_is_consistent(capsys):
     """leaderboard/ holds the baselines; its tables are what `report leaderboard/` computes now."""
     board = ROOT / "leaderboard"

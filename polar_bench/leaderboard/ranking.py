@@ -441,7 +441,7 @@ def coverage_note(runs: int, method: str) -> str | None:
 def md_escape(text: str) -> str:
     """Text that Markdown shows literally: HTML special characters as entities, Markdown's inline
     syntax characters backslash-escaped (``|`` is escaped by `Table.to_markdown`)."""
-    text = html.escape(text, quote=False)
+    text = html.escape(re.sub(r"[\x00-\x1f\x7f]", " ", text), quote=False)  # a line break ends a table row
     return re.sub(r"([\\`*_\[\]#!~])", r"\\\1", text)
 
 
