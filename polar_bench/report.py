@@ -236,7 +236,7 @@ class Table:
             out = []
             for cell, kind in zip(row, layout, strict=True):
                 if kind == "text":
-                    out.append(str(cell))
+                    out.append(csv_text(str(cell)))
                     continue
                 v = cell if isinstance(cell, Value) else Value(None)
                 out.append(num(v.point))
@@ -273,6 +273,13 @@ def latex_escape(text: str) -> str:
     name (a results file's strings are the submitter's) would end the paragraph inside the tabular,
     and the paper stops compiling."""
     return "".join(_LATEX.get(ch, ch) for ch in _CONTROL.sub(" ", text))
+
+
+def csv_text(text: str) -> str:
+    """A text cell that a spreadsheet shows as text: one starting with ``=``, ``+``, ``-``, ``@`` (or a
+    tab or carriage return) would be run as a formula when the CSV is opened (an agent name is the
+    submitter's string), so it gets a leading ``'``, as OWASP advises for CSV files."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def csv_key(header: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -154,6 +156,16 @@ def test_report_keeps_a_submitted_name_on_one_line_and_literal(tmp_path, capsys)
     code, out, _ = run(["report", path, "--format", "markdown", "--reps", "200"], capsys)
     rows = [line for line in out.splitlines() if "evil" in line]
     assert code == 0 and rows and all(line.startswith("|") and line.endswith("|") for line in rows)
+
+
+def test_report_csv_keeps_a_submitted_name_from_running_as_a_formula(tmp_path, capsys):
+    data = valid_results()
+    data["agent"]["name"] = '=HYPERLINK("http://example.org","click")'
+    path = write_json(tmp_path / "r.json", data)
+    code, out, _ = run(["report", path, "--format", "csv", "--reps", "200"], capsys)
+    rows = list(csv.reader(io.StringIO(out)))
+    names = {row[rows[0].index("agent")] for row in rows[1:]}
+    assert code == 0 and names == {"'" + data["agent"]["name"]}
 
 
 def test_committed_leaderboard_is_consistent(capsys):
