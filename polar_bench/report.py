@@ -42,6 +42,7 @@ __all__ = [
     "plot_task_scores",
     "plot_sample_efficiency",
     "save_figure",
+    "savefig_literal",
     "mark_best",
     "interval_note",
     "require_matplotlib",
@@ -708,11 +709,24 @@ def plot_sample_efficiency(curves: Mapping[str, Sequence[tuple[int, Estimate]]],
     return ax
 
 
+def savefig_literal(fig, path: Path, **kwargs) -> None:
+    """``fig.savefig`` with every text shown as written. Matplotlib reads ``$...$`` in any text as
+    mathtext, and agent names are the submitters' strings: one such as ``$\\x$`` made ``report`` and
+    the leaderboard build stop with a traceback. Our own labels use no mathtext (τ is a character)."""
+    from matplotlib import rc_context
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
+    with rc_context({"text.parse_math": False}):  # the tick labels made while drawing
+        fig.savefig(path, **kwargs)
+
+
 def save_figure(fig, folder: Path, name: str, dpi: int = 150) -> list[Path]:
     """Write ``<name>.png`` and ``<name>.pdf`` (without creation date, so the same figure gives the
     same bytes)."""
     folder.mkdir(parents=True, exist_ok=True)
     png, pdf = folder / f"{name}.png", folder / f"{name}.pdf"
-    fig.savefig(png, dpi=dpi, metadata={"Software": None})
-    fig.savefig(pdf, metadata={"CreationDate": None, "Creator": None, "Producer": None})
+    savefig_literal(fig, png, dpi=dpi, metadata={"Software": None})
+    savefig_literal(fig, pdf, metadata={"CreationDate": None, "Creator": None, "Producer": None})
     return [png, pdf]

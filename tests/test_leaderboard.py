@@ -14,7 +14,7 @@ import pytest
 from test_leaderboard_fixtures import XSS_NAME, add_verification, make_leaderboard, valid_results, write_json
 
 from polar_bench.cli import main
-from polar_bench.leaderboard import RankingOptions, build, load_entries
+from polar_bench.leaderboard import RankingOptions, build, load_entries, submit
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -166,6 +166,19 @@ def test_report_csv_keeps_a_submitted_name_from_running_as_a_formula(tmp_path, c
     rows = list(csv.reader(io.StringIO(out)))
     names = {row[rows[0].index("agent")] for row in rows[1:]}
     assert code == 0 and names == {"'" + data["agent"]["name"]}
+
+
+def test_the_site_draws_a_submitted_name_with_dollar_signs(tmp_path):
+    """Matplotlib reads $...$ as mathtext; a submitted name with an unknown command stopped the build."""
+    pytest.importorskip("matplotlib")
+    from test_leaderboard_fixtures import XSS_INFO, synthetic_results
+
+    name = "evil $\\undefinedcmd{x}$"
+    for who, skill in ((name, 0.4), ("plain", 0.2)):
+        data = synthetic_results(who, skill, seed=3, info={**XSS_INFO, "name": who})
+        submit(write_json(tmp_path / f"{skill}.json", data), tmp_path / "board", date="2026-12-04")
+    build(tmp_path / "board", RankingOptions(reps=200, poi_reps=100), plots=True)
+    assert list((tmp_path / "board" / "site").rglob("*.png"))
 
 
 def test_committed_leaderboard_is_consistent(capsys):

@@ -317,6 +317,21 @@ def test_plots_of_long_agent_names_keep_their_axes(tmp_path, capsys):
     assert legend.x0 >= 0 and legend.x1 <= fig.bbox.width and legend.y1 <= box.y0  # whole, below the axes
 
 
+def test_plots_show_dollar_signs_in_agent_names_as_written(tmp_path, capsys):
+    """Matplotlib reads $...$ as mathtext: an agent name such as "$\\undefinedcmd$" (a submitter's
+    string) stopped report with a traceback. Every text is drawn as written now."""
+    pytest.importorskip("matplotlib")
+    a = write_results(tmp_path / "a.json", make_results("evil $\\undefinedcmd{x}$", two_domains(0, 10.0),
+                                                        domains=DOMAINS))
+    b = write_results(tmp_path / "b.json", make_results("price: $5 or $6", two_domains(1), domains=DOMAINS))
+    out = tmp_path / "out"
+    code, _, err = run(["report", a, b, "--out", str(out), *FAST, "--poi-reps", "100", "--profile-reps", "50"],
+                       capsys)
+    assert code == 0, err
+    assert {p.name for p in (out / "plots").glob("*.png")} >= {"aggregates.png", "performance_profiles.png",
+                                                               "probability_of_improvement.png", "task_scores.png"}
+
+
 def test_report_sample_efficiency(tmp_path, capsys):
     files = [write_results(tmp_path / f"ppo_{k}.json",
                            make_results("ppo", two_domains(k, 10.0 * k), domains=DOMAINS, training_steps=k * 10**5))

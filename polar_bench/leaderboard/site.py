@@ -338,7 +338,7 @@ def _entry_page_html(boards: Sequence[Board], board: Board, row: Row) -> str:
 
 def _save_png(fig, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata={"Software": None})
+    report.savefig_literal(fig, path, dpi=110, metadata={"Software": None})
 
 
 def _plots(boards: Sequence[Board], folder: Path) -> dict[str, list[tuple[str, str]]]:
