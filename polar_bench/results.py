@@ -20,13 +20,17 @@ from typing import Any
 from .errors import ResultsError
 
 __all__ = ["FORMAT_VERSION", "Results", "read_results", "write_results", "results_schema",
-           "validate_results_data", "EPISODE_STATUSES", "load_json", "MAX_JSON_DEPTH", "MAX_JSON_INT"]
+           "validate_results_data", "EPISODE_STATUSES", "load_json", "MAX_JSON_DEPTH", "MAX_JSON_INT",
+           "MAX_JSON_BYTES"]
 
 FORMAT_VERSION = 1
 EPISODE_STATUSES = ("ok", "env_error", "agent_error", "timeout")
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects that `load_json` accepts (results files use about 6)."""
 MAX_JSON_INT = 2**63
+MAX_JSON_BYTES = 256 << 20
+"""The largest JSON file read (a whole-suite v2 results file is a few MB; this keeps a submitted
+file from filling the memory of whoever scores or verifies it)."""
 """Integers in JSON files must lie strictly between ``-MAX_JSON_INT`` and ``MAX_JSON_INT``."""
 
 
@@ -143,7 +147,12 @@ def load_json(path: str | os.PathLike, what: str = "file") -> Any:
     """
     p = Path(path)
     try:
-        text = p.read_bytes().decode("utf-8")
+        with p.open("rb") as f:
+            raw = f.read(MAX_JSON_BYTES + 1)
+        if len(raw) > MAX_JSON_BYTES:
+            raise ResultsError(f"{p}: larger than {MAX_JSON_BYTES:,} bytes; is it a {what}? (a whole-suite "
+                               f"results file is a few MB)")
+        text = raw.decode("utf-8")
     except OSError as exc:
         raise ResultsError(f"{p}: cannot be read ({exc.strerror}); pass a readable {what}") from None
     except UnicodeDecodeError as exc:

@@ -395,6 +395,21 @@ def test_read_results_refuses_unknown_versions_and_bad_files(tmp_path):
         read_results(p)
 
 
+def test_a_results_file_too_large_to_be_one_is_refused_before_it_is_parsed(tmp_path, monkeypatch):
+    """A submitted file is read whole into memory: one far beyond any results file is refused first."""
+    import polar_bench.results as results_module
+    from polar_bench.errors import ResultsError
+
+    monkeypatch.setattr(results_module, "MAX_JSON_BYTES", 1000)
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps({"format_version": 1, "pad": "x" * 2000}))
+    with pytest.raises(ResultsError, match="larger than 1,000 bytes"):
+        read_results(p)
+    p.write_text(json.dumps({"format_version": 1, "episodes": []}))
+    with pytest.raises(ResultsError, match="does not match the results schema"):  # under it: read as before
+        read_results(p)
+
+
 def test_workers_that_die_at_start_up_stop_the_run_with_one_line(tmp_path, capsys):
     plugin = write(tmp_path / "plugin.py", """
         import multiprocessing, os
