@@ -113,7 +113,7 @@ class Table:
         """A cell as plain text (a `Value` with its interval or sd; ``bold`` wraps a bold value), on one
         line: control characters of a submitted string become spaces (a line break ends a table row)."""
         if not isinstance(cell, Value):
-            return _CONTROL.sub(" ", str(cell))
+            return CONTROL_CHARS.sub(" ", str(cell))
         point = self._num(cell.point)
         if point is None:
             return DASH
@@ -266,14 +266,14 @@ _LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"
           "<": r"$<$", "≈": r"$\approx$", "‡": r"\textsuperscript{\ddag}", "▿": r"$\triangledown$"}
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")  # a line break, a tab, ...: one line in any table
 
 
 def latex_escape(text: str) -> str:
     """``text`` as LaTeX shows it literally. Control characters become spaces: a line break in an agent
     name (a results file's strings are the submitter's) would end the paragraph inside the tabular,
     and the paper stops compiling."""
-    return "".join(_LATEX.get(ch, ch) for ch in _CONTROL.sub(" ", text))
+    return "".join(_LATEX.get(ch, ch) for ch in CONTROL_CHARS.sub(" ", text))
 
 
 def csv_text(text: str) -> str:

@@ -62,9 +62,8 @@ MAX_REPLY_BYTES = 64 << 20
 def agent_thread_env(threads: int) -> dict[str, str]:
     """The environment variables that set the thread count of torch (its intra-op pool), OpenMP, MKL,
     OpenBLAS, Accelerate and numexpr in an agent process: the same for all of them, whatever the
-    evaluating shell had (an agent may still call ``torch.set_num_threads`` itself)."""
-    if not 1 <= int(threads) <= MAX_AGENT_THREADS:
-        raise ValueError(f"agent threads must be between 1 and {MAX_AGENT_THREADS}, got {threads}")
+    evaluating shell had (an agent may still call ``torch.set_num_threads`` itself). The range is
+    checked where the user gives it (`run_evaluation`)."""
     return {name: str(int(threads)) for name in _THREAD_VARIABLES}
 
 
@@ -97,6 +96,15 @@ def plain_json(value: Any, where: str, depth: int = 0) -> Any:
             out[k] = plain_json(v, f"{where}[{k!r}]", depth + 1)
         return out
     raise ValueError(f"{where} is of type {type(value).__name__}, not a JSON value")
+
+
+def small_json(value: Any, where: str, limit: int) -> Any:
+    """`plain_json` of ``value``, and ValueError when its JSON text is over ``limit`` bytes."""
+    clean = plain_json(value, where)
+    size = len(json.dumps(clean))
+    if size > limit:
+        raise ValueError(f"{where} holds {size:,} bytes of JSON")
+    return clean
 
 
 class AgentGone(Exception):
@@ -700,12 +708,8 @@ def probe_agent(agent_path: str, *, in_process: bool = False, memory_mb: int | N
             info, layers = dict(agents.info), dict(agents.layers)
         finally:
             agents.close()
-    fix = f"; keep AGENT_INFO to JSON values (numbers, strings, lists, dicts), at most {AGENT_INFO_BYTES >> 10} KiB"
     try:
-        info = plain_json(info, "AGENT_INFO")
+        return small_json(info, "AGENT_INFO", AGENT_INFO_BYTES), layers
     except ValueError as exc:
-        raise AgentLoadError(f"{agent_path}: {exc}{fix}") from None
-    size = len(json.dumps(info))
-    if size > AGENT_INFO_BYTES:
-        raise AgentLoadError(f"{agent_path}: AGENT_INFO holds {size:,} bytes of JSON{fix}")
-    return info, layers
+        raise AgentLoadError(f"{agent_path}: {exc}; keep AGENT_INFO to JSON values (numbers, strings, lists, "
+                             f"dicts), at most {AGENT_INFO_BYTES >> 10} KiB") from None

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import AgentLoadError, HarnessError, InvalidActionError
 from ..llm.proxy import EpisodeCalls, LLMBudget, LLMProxy
 from ..task_info import TaskInfo
-from .agents import DEFAULT_AGENT_THREADS, AgentGone, InProcessAgents, IsolatedAgents, Slot, plain_json
+from .agents import DEFAULT_AGENT_THREADS, AgentGone, InProcessAgents, IsolatedAgents, Slot, small_json
 
 __all__ = ["TrajectoryDigest", "EpisodeRunner", "run_episode"]
 
@@ -135,13 +135,10 @@ def episode_extras(extra: Any) -> tuple[dict, str | None]:
     if not isinstance(extra, dict):
         return {}, f"episode_info() must return a dict, got {type(extra).__name__}" + fix
     try:
-        clean = plain_json({k: v for k, v in extra.items() if k not in MEASURED_KEYS}, "episode_info()")
+        return small_json({k: v for k, v in extra.items() if k not in MEASURED_KEYS}, "episode_info()",
+                          EPISODE_INFO_BYTES), None
     except ValueError as exc:
         return {}, str(exc) + fix
-    size = len(json.dumps(clean))
-    if size > EPISODE_INFO_BYTES:
-        return {}, f"episode_info() returned {size:,} bytes of JSON" + fix
-    return clean, None
 
 
 def _record(lane: _Lane, status: str = "ok", error: str | None = None) -> dict:

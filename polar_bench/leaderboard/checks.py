@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from .. import scoring
+from ..report import CONTROL_CHARS
 from ..results import FORMAT_VERSION, results_schema
 from ..suite import SUITES_DIR, Suite, load_suite
 
@@ -373,14 +374,13 @@ def _check_strings(ctx: _Context) -> None:
 
 
 _URL = re.compile(r"^https?://[^\s<>\"'`]+$")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _text(ctx: _Context, value: Any, where: str, what: str, limit: int = MAX_INFO_STRING) -> bool:
     if not isinstance(value, str) or not value.strip():
         ctx.add("agent_info", where, f"{what} missing or empty ({_short(value)})")
         return False
-    if _CONTROL.search(value):
+    if CONTROL_CHARS.search(value):
         ctx.add("agent_info", where, f"{what} contains a control character (a line break, tab, ...); "
                 "keep it on one line")
         return False

@@ -34,7 +34,7 @@ from typing import Any
 
 from .. import analysis, scoring
 from ..analysis import OVERALL, AgentScores, Estimate, ScopeEstimates
-from ..report import DASH, Table, Value, interval_note, mark_best, slug
+from ..report import CONTROL_CHARS, DASH, Table, Value, interval_note, mark_best, slug
 from .entries import Entry
 
 __all__ = ["RankingOptions", "Row", "Board", "rank_entries", "leaderboard_table", "markdown_table",
@@ -441,7 +441,7 @@ def coverage_note(runs: int, method: str) -> str | None:
 def md_escape(text: str) -> str:
     """Text that Markdown shows literally: HTML special characters as entities, Markdown's inline
     syntax characters backslash-escaped (``|`` is escaped by `Table.to_markdown`)."""
-    text = html.escape(re.sub(r"[\x00-\x1f\x7f]", " ", text), quote=False)  # a line break ends a table row
+    text = html.escape(CONTROL_CHARS.sub(" ", text), quote=False)  # a line break ends a table row
     return re.sub(r"([\\`*_\[\]#!~])", r"\\\1", text)
 
 
