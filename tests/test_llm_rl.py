@@ -127,6 +127,39 @@ def test_server_routes_runs_to_their_trained_instance(tiny):
     assert lp_half != sum(b.token_logprobs) and abs(lp_half - sum(b.token_logprobs)) < 0.1
 
 
+def test_replicas_answer_as_one_copy_does_and_in_parallel(tiny):
+    """--replicas N: N identical copies of each served model, a request taking a free one, so that workers
+    playing the same run do not queue behind one lock; the answers are those of a single copy."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from baselines.llm_rl.server import Replicas, load_policies
+
+    one = load_policies(tiny, [], dtype="bfloat16")[0]
+    rep = load_policies(tiny, [], dtype="bfloat16", replicas=3)[0]
+    assert isinstance(one, M.Policy) and isinstance(rep, Replicas)
+    assert len({id(p.model) for p in rep.copies}) == 3
+    ids = M.prompt_ids(one.tokenizer, prompt(VIEW, MENU))
+
+    def ask(policy, seed):
+        out = policy.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=seed)
+        return out.text, out.token_logprobs
+
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda seed: ask(rep, seed), range(12)))
+    assert together == [ask(one, seed) for seed in range(12)]
+    assert len(set(t for t, _ in together)) > 1  # the seeds sample different answers: a real comparison
+    # two requests are answered at the same time: each waits inside its copy for the other
+    meet = threading.Barrier(2, timeout=20)
+    for p in rep.copies:
+        inner = p.complete
+        p.complete = lambda *a, _inner=inner, **k: (meet.wait(), _inner(*a, **k))[1]
+    with ThreadPoolExecutor(2) as pool:
+        assert list(pool.map(lambda seed: ask(rep, seed), (0, 1))) == together[:2]
+    with pytest.raises(ValueError, match="replicas must be at least 1"):
+        load_policies(tiny, [], replicas=0)
+
+
 def test_server_command_line(tiny):
     import subprocess
     import sys

@@ -37,13 +37,16 @@ def main(argv: list[str] | None = None) -> None:
                     "(independently trained instances: run R plays weights[R]); default: the base model")
     ap.add_argument("--instances", type=int, default=1, help="copies of the base model (no --weights), one per "
                     "run, so that workers playing different runs do not queue behind one model")
+    ap.add_argument("--replicas", type=int, default=1, help="identical copies of each served model, so that "
+                    "workers playing the same run answer in parallel (answers do not change; memory grows)")
     ap.add_argument("--dtype", choices=DTYPES, default="float32", help="serving precision (see server.py)")
     ap.add_argument("--out", required=True, help="the results file")
     ap.add_argument("--trajectories", help="default: <out without .json>.trajectories/")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype)
+    policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype,
+                              replicas=args.replicas)
     name = "smollm2-135m-rl" if args.weights else "smollm2-135m-base"
     server, stats, url = serve_in_thread(policies, model_name=name)
     out = Path(args.out)

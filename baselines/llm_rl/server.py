@@ -17,18 +17,20 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import queue
 import re
 import signal
 import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from http.server import ThreadingHTTPServer
 from typing import Any
 
 from polar_bench.llm.proxy import JSONHandler
 
-from .model import Policy, load_model, load_trained_state, prompt_ids
+from .model import Policy, Sampled, load_model, load_trained_state, prompt_ids
 
 DTYPES = ("float32", "bfloat16")
 _RUN = re.compile(r"-run(\d+)$")
@@ -49,7 +51,33 @@ class Stats:
         return 1000.0 * self.seconds / self.calls if self.calls else 0.0
 
 
-def chat_completion(policy: Policy, body: dict, model_name: str) -> dict:
+class Replicas:
+    """Identical copies of one policy answering in parallel: a request takes whichever copy is free, so
+    that evaluation workers playing the same run do not queue behind one model's lock. An answer depends
+    only on the request (its seed) and the weights, and the copies are bit-identical (``deepcopy`` of the
+    loaded, cast model), so which copy answers does not change it (tests/test_llm_rl.py)."""
+
+    def __init__(self, copies: list[Policy]) -> None:
+        if not copies:
+            raise ValueError("Replicas needs at least one policy")
+        self.copies = copies
+        self.tokenizer = copies[0].tokenizer
+        self._free: queue.SimpleQueue[Policy] = queue.SimpleQueue()
+        for p in copies:
+            self._free.put(p)
+
+    def complete(self, ids: list[int], **kwargs: Any) -> Sampled:
+        policy = self._free.get()
+        try:
+            return policy.complete(ids, **kwargs)
+        finally:
+            self._free.put(policy)
+
+
+Served = Policy | Replicas
+
+
+def chat_completion(policy: Served, body: dict, model_name: str) -> dict:
     """The reply to one chat/completions request body (raises ValueError on a bad request)."""
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -80,7 +108,7 @@ def chat_completion(policy: Policy, body: dict, model_name: str) -> dict:
     }
 
 
-def pick_policy(policies: list[Policy], body: dict) -> Policy:
+def pick_policy(policies: Sequence[Served], body: dict) -> Served:
     """The policy that answers ``body``: the only one, or with several (independently trained instances,
     one per evaluation run, as vLLM serves adapters by model name) the one whose index the requested
     model names: ``<anything>-run<R>``, as baselines/llm_rl/agent.py asks for run R."""
@@ -94,30 +122,38 @@ def pick_policy(policies: list[Policy], body: dict) -> Policy:
 
 
 def load_policies(model_spec: str, weights: list[str], *, instances: int = 1, dtype: str = "float32",
-                  salt: int = 0) -> list[Policy]:
+                  salt: int = 0, replicas: int = 1) -> list[Served]:
     """Policies to serve: the base model (``instances`` copies, so that runs served in parallel do not
     queue behind one lock), or one per checkpoint in ``weights`` (run R gets ``weights[R]``), cast to
-    ``dtype`` after loading (the trained layers are saved in float32)."""
+    ``dtype`` after loading (the trained layers are saved in float32). With ``replicas`` above 1 each
+    is `Replicas` of that many identical copies, so that requests for the same run answer in parallel."""
     import torch
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    if replicas < 1:
+        raise ValueError(f"replicas must be at least 1, got {replicas}")
     base, tok = load_model(model_spec)
-    out = []
+    out: list[Served] = []
     for k in range(len(weights) or instances):
         model = base if k == 0 else copy.deepcopy(base)
         if weights:
             load_trained_state(model, torch.load(weights[k], map_location="cpu", weights_only=False)["trained"])
-        out.append(Policy(model.to(getattr(torch, dtype)), tok, salt=salt))
+        model = model.to(getattr(torch, dtype))
+        if replicas == 1:
+            out.append(Policy(model, tok, salt=salt))
+        else:   # copies of the cast model: bit-identical weights
+            out.append(Replicas([Policy(model if r == 0 else copy.deepcopy(model), tok, salt=salt)
+                                 for r in range(replicas)]))
     return out
 
 
-def make_server(policy: Policy | list[Policy], host: str = "127.0.0.1", port: int = 0,
+def make_server(policy: Served | Sequence[Served], host: str = "127.0.0.1", port: int = 0,
                 model_name: str = "smollm2-rl") -> tuple[ThreadingHTTPServer, Stats]:
     """An HTTP server (not yet serving: call ``serve_forever``, e.g. in a thread) and its statistics.
     With a list of policies, each request goes to the one its model name picks (`pick_policy`)."""
     stats = Stats()
-    policies = policy if isinstance(policy, list) else [policy]
+    policies = [policy] if isinstance(policy, (Policy, Replicas)) else list(policy)
 
     class Handler(JSONHandler):
         def _reply(self, status: int, obj: dict) -> None:
@@ -150,7 +186,7 @@ def make_server(policy: Policy | list[Policy], host: str = "127.0.0.1", port: in
     return server, stats
 
 
-def serve_in_thread(policy: Policy | list[Policy], port: int = 0, model_name: str = "smollm2-rl",
+def serve_in_thread(policy: Served | Sequence[Served], port: int = 0, model_name: str = "smollm2-rl",
                     ) -> tuple[ThreadingHTTPServer, Stats, str]:
     """Start serving in a daemon thread; returns (server, stats, base URL ending in /v1)."""
     server, stats = make_server(policy, port=port, model_name=model_name)
@@ -167,6 +203,8 @@ def main(argv: list[str] | None = None) -> None:
                     "layers); several: one per run, picked by the requested model's -run<R> suffix")
     ap.add_argument("--instances", type=int, default=1, help="copies of the base model (no --weights) "
                     "answering in parallel, picked like several --weights")
+    ap.add_argument("--replicas", type=int, default=1, help="identical copies of each served model, answering "
+                    "requests for the same run in parallel (answers do not change; memory grows)")
     ap.add_argument("--dtype", choices=DTYPES, default="float32", help="the serving precision (bfloat16: "
                     "about 1.7x faster per call on this AVX-512 CPU, a slightly different distribution: "
                     "benchmarks/llm_rl_serving.py)")
@@ -178,7 +216,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     name = args.name or ("smollm2-135m-rl" if args.weights else "smollm2-135m-base")
-    policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype, salt=args.salt)
+    policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype, salt=args.salt,
+                             replicas=args.replicas)
     server, stats = make_server(policies, port=args.port, model_name=name)
 
     def _stop(signum: int, frame: Any) -> None:
