@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from process_helpers import gone_within
 
 from polar_bench.cli import main
 from polar_bench.results import read_results
@@ -350,6 +351,76 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path, capsys):
     # running the same command again does no work and gives the same file
     code, _, _ = run_cli(cmd[3:], capsys)
     assert code == 0 and _returns(str(out)) == _returns(ref)
+
+
+def _worker_pids(parent: int) -> list[int]:
+    """The evaluation workers (multiprocessing ``spawn`` children) of process ``parent``."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and b"spawn_main" in cmdline:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path, capsys, sig):
+    """A signal to the evaluate process alone, not its group: SIGTERM (kill, a batch scheduler's time limit)
+    stops it as Ctrl-C does, with the line saying how to resume and exit code 130; SIGKILL (the OOM
+    killer) cannot be handled, but its workers must not play on as orphans. Both resume to the file an
+    uninterrupted evaluation gives."""
+    # while the file "stuck" lies beside it, the agent takes a second per step in run 1: a worker playing
+    # run 1 then ends no episode for a long time (an old worker noticed its parent's death only when it
+    # sent the next finished episode)
+    agent = write(tmp_path / "agent.py", SLOW_AGENT.replace("time.sleep(0.004)", (
+        "time.sleep(1.0 if self.run == 1 and os.path.exists(os.path.join(os.path.dirname(__file__), 'stuck')) "
+        "else 0.004)")).replace("import time", "import os, time"))
+    ref = str(tmp_path / "ref.json")
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "2", "--no-progress"],
+                           capsys)
+    assert code == 0, err
+    out = tmp_path / "r.json"
+    journal = tmp_path / "r.episodes.jsonl"
+    cmd = [sys.executable, "-m", "polar_bench", "evaluate", agent, "--suite", TINY, "--out", str(out),
+           "--workers", "2", "--no-progress"]
+    (tmp_path / "stuck").write_text("")
+    err_file = tmp_path / "stderr.txt"  # not a pipe: an orphaned worker would hold it open
+    with open(err_file, "w") as fh:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True)
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline:
+            if journal.exists() and journal.read_text().count("\n") >= 2:  # header + 1 episode
+                break
+            time.sleep(0.05)
+        workers = _worker_pids(proc.pid)
+        assert workers, "no worker process found"
+        os.kill(proc.pid, sig)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert all(gone_within(pid, 10) for pid in workers), "a worker outlived the evaluate process"
+    err = err_file.read_text()
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 130, err
+        assert "interrupted:" in err and "run the same command again to resume" in err, err
+        assert "Traceback" not in err, err
+    else:
+        assert proc.returncode == -signal.SIGKILL
+    assert not out.exists()
+    partial = [json.loads(line) for line in journal.read_text().splitlines()[1:] if line.strip()]
+    assert 1 <= len(partial) < 10
+    (tmp_path / "stuck").unlink()
+    code, _, err = run_cli(cmd[3:], capsys)
+    assert code == 0, err
+    assert _returns(str(out)) == _returns(ref)
 
 
 def test_journal_of_another_evaluation_is_refused(tmp_path, capsys):

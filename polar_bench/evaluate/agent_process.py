@@ -255,8 +255,9 @@ class _Server:
             self.pipe.write(*reply)
 
 
-def _die_with_parent(parent: int) -> None:
-    """SIGKILL this process when its worker dies (set after the uid change, which clears it)."""
+def die_with_parent(parent: int) -> None:
+    """SIGKILL this process when its parent ``parent`` dies, or exit now if it already has (Linux; the
+    agent process calls it after the uid change, which clears it; an evaluation worker at its start)."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -264,7 +265,7 @@ def _die_with_parent(parent: int) -> None:
 
     pr_set_pdeathsig = 1
     ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0)
-    if os.getppid() != parent:  # the worker died before the line above
+    if os.getppid() != parent:  # the parent died before the line above
         os._exit(1)
 
 
@@ -321,7 +322,7 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - report, never run the agent half locked down
         pipe.write(b"E", {"error": f"the agent process could not lock itself down: {format_exception(exc)}"})
         return
-    _die_with_parent(parent)
+    die_with_parent(parent)
     _guard_group()
 
     from polar_bench.agent import agent_info, load_agent_module

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import UserError
+from .agent_process import die_with_parent
 from .config import EvalConfig, Unit, journal_path
 from .episodes import EpisodeRunner
 from .lockdown import protect_trusted_process
@@ -103,9 +104,11 @@ def worker_settings(cfg: EvalConfig, options: dict) -> dict:
             "plugins": cfg.plugin_files()}
 
 
-def _worker_main(conn, agent_path: str, settings: dict) -> None:
+def _worker_main(conn, agent_path: str, settings: dict, parent: int | None = None) -> None:
     """Serve batches of units from the parent until it sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    if parent is not None:  # a parent killed outright (SIGKILL, the OOM killer) takes its workers along
+        die_with_parent(parent)
     runner = make_runner(agent_path, settings)
     stream = bool(settings.get("stream"))
 
@@ -137,7 +140,7 @@ def _worker_main(conn, agent_path: str, settings: dict) -> None:
 class _Process:
     def __init__(self, ctx, agent_path: str, settings: dict):
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker_main, args=(child, agent_path, settings), daemon=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, agent_path, settings, os.getpid()), daemon=True)
         self.proc.start()
         child.close()
 

@@ -6,9 +6,13 @@ import hashlib
 import os
 import platform
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +53,26 @@ def _cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (``kill``, a batch scheduler's time limit) stops the evaluation as Ctrl-C does: workers and
+    agent processes stopped, the journal closed with every finished episode, a line saying how to resume.
+    Only where SIGTERM has its default action and in the main thread (where Python runs handlers)."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def _interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str | None:
@@ -137,7 +161,8 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     interrupted = False
     try:
         if todo:
-            fatal = _drive(cfg, todo, options, record, on_reply)
+            with _terminate_as_interrupt():
+                fatal = _drive(cfg, todo, options, record, on_reply)
     except KeyboardInterrupt:
         interrupted = True
     finally:
