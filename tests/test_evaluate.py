@@ -318,16 +318,22 @@ SLOW_AGENT = """
 """
 
 
-def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path, capsys):
-    agent = write(tmp_path / "agent.py", SLOW_AGENT)
+def _reference_and_resume_command(tmp_path, agent, capsys):
+    """An uninterrupted evaluation of ``agent`` on the tiny suite (its results file), and the paths and
+    command line of a second one to interrupt and resume."""
     ref = str(tmp_path / "ref.json")
     code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "2", "--no-progress"],
                            capsys)
     assert code == 0, err
     out = tmp_path / "r.json"
-    journal = tmp_path / "r.episodes.jsonl"
     cmd = [sys.executable, "-m", "polar_bench", "evaluate", agent, "--suite", TINY, "--out", str(out),
            "--workers", "2", "--no-progress"]
+    return ref, out, tmp_path / "r.episodes.jsonl", cmd
+
+
+def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path, capsys):
+    agent = write(tmp_path / "agent.py", SLOW_AGENT)
+    ref, out, journal, cmd = _reference_and_resume_command(tmp_path, agent, capsys)
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -380,14 +386,7 @@ def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path,
     agent = write(tmp_path / "agent.py", SLOW_AGENT.replace("time.sleep(0.004)", (
         "time.sleep(1.0 if self.run == 1 and os.path.exists(os.path.join(os.path.dirname(__file__), 'stuck')) "
         "else 0.004)")).replace("import time", "import os, time"))
-    ref = str(tmp_path / "ref.json")
-    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", ref, "--workers", "2", "--no-progress"],
-                           capsys)
-    assert code == 0, err
-    out = tmp_path / "r.json"
-    journal = tmp_path / "r.episodes.jsonl"
-    cmd = [sys.executable, "-m", "polar_bench", "evaluate", agent, "--suite", TINY, "--out", str(out),
-           "--workers", "2", "--no-progress"]
+    ref, out, journal, cmd = _reference_and_resume_command(tmp_path, agent, capsys)
     (tmp_path / "stuck").write_text("")
     err_file = tmp_path / "stderr.txt"  # not a pipe: an orphaned worker would hold it open
     with open(err_file, "w") as fh:
