@@ -38,7 +38,14 @@ AGENT_INFO = {
     "name": "llm-rl (SmolLM2-135M-Instruct, REINFORCE-trained on BabyAI)",
     "authors": ["polar_bench maintainers"],
     "url": "https://github.com/polar-bench/polar_bench/tree/main/baselines/llm_rl",
-    "llm": "the model behind OPENAI_BASE_URL (baselines/llm_rl/server.py: base or RL-trained SmolLM2-135M-Instruct)",
+    # the RL-trained model's budget (the leaderboard entry): environment steps of its training rollouts on
+    # BabyAI GoToRedBall's training seeds, the most of its three training runs (1,928, 1,857 and 1,975:
+    # README.md); the base model has none. Every other domain of v1 and v2 is played at random.
+    "training_steps": {"classic": 0, "dmc": 0, "procgen": 0, "nethack": 0, "babyai": 1975, "atari100k": 0},
+    "training_steps_per_task": {"babyai/GoToRedBall": 1975},
+    "llm": {"model": "SmolLM2-135M-Instruct, RL-trained by baselines/llm_rl (or the base model: the upstream "
+                     "behind OPENAI_BASE_URL decides)",
+            "provider": "baselines/llm_rl/server.py (transformers, bfloat16)"},
     "license": "MIT",
     "description": "The LLM picks each BabyAI action from the text view; on every task outside BabyAI the agent "
                    "plays uniformly random actions (seeded by episode seed and run), not the LLM.",
@@ -123,7 +130,9 @@ class UniformRandom:
         return self.rng.uniform(low, high).astype(self.space.dtype)
 
     def episode_info(self):
-        return {"policy": "uniform random (no LLM outside BabyAI)"}
+        # zero LLM usage, reported: a results file that names an LLM carries token counts on every episode
+        return {"policy": "uniform random (no LLM outside BabyAI)",
+                "llm": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0}}
 
 
 def make_agent(task, run):
