@@ -374,3 +374,47 @@ def test_connections_beyond_the_cap_are_closed_not_served(proxy):
             assert time.monotonic() < deadline
             time.sleep(0.1)
     p.close("lane0")
+
+
+def test_a_client_that_drops_its_connection_prints_nothing_and_the_server_goes_on(capfd):
+    """An agent process killed mid-request (its step timeout) resets its connection to the proxy: no
+    traceback per dropped connection on the evaluation's terminal (an agent could flood it), the next
+    request is answered, and an error of another kind is still printed."""
+    import socket
+    import struct
+    import time
+
+    from polar_bench.llm.proxy import JSONHandler, QuietHTTPServer
+
+    class Handler(JSONHandler):
+        def do_POST(self):  # noqa: N802
+            if self.path == "/fail":
+                raise ValueError("a bug in a handler")
+            self._send(200, b"{}")
+
+    server = QuietHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for _ in range(3):
+            s = socket.create_connection(server.server_address)
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Len")  # cut mid-header
+            time.sleep(0.1)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+            s.close()
+        time.sleep(0.5)
+        assert "Traceback" not in capfd.readouterr().err
+        conn = http.client.HTTPConnection(*server.server_address, timeout=10)
+        conn.request("POST", "/ok", body=b"{}")
+        assert conn.getresponse().status == 200
+        conn.close()
+        conn = http.client.HTTPConnection(*server.server_address, timeout=10)
+        conn.request("POST", "/fail", body=b"{}")
+        with pytest.raises((http.client.HTTPException, ConnectionError)):
+            conn.getresponse()
+        conn.close()
+        time.sleep(0.3)
+        assert "ValueError: a bug in a handler" in capfd.readouterr().err
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from http.server import ThreadingHTTPServer
 from typing import Any
 
-from polar_bench.llm.proxy import JSONHandler
+from polar_bench.llm.proxy import JSONHandler, QuietHTTPServer
 
 from .model import Policy, Sampled, load_model, load_trained_state, prompt_ids
 
@@ -181,7 +181,7 @@ def make_server(policy: Served | Sequence[Served], host: str = "127.0.0.1", port
                 return
             self._reply(200, reply)
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = QuietHTTPServer((host, port), Handler)
     server.daemon_threads = True
     return server, stats
 

@@ -35,6 +35,7 @@ import http.client
 import json
 import secrets
 import socket
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -385,7 +386,19 @@ def _as_events(endpoint: str, reply: dict, stream_options: Any) -> bytes:
     return b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
 
 
-class _BoundedServer(ThreadingHTTPServer):
+class QuietHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server that stays silent when a client goes away mid-request (an agent process
+    killed at its step timeout, a connection reset or timed out): that is the client's business, and a
+    20-line traceback per dropped connection on the evaluation's terminal would let an agent flood it.
+    Any other error in a request is still printed."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+class _BoundedServer(QuietHTTPServer):
     """At most `MAX_CONNECTIONS` connections served at once: a hostile agent opening thousands of
     connections gets the extra ones closed, not a thread each in the trusted worker."""
 

@@ -233,7 +233,7 @@ def _events(endpoint: str, reply: dict) -> bytes:
 def serve(generator: Generator, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
     """An HTTP server of ``generator`` on (host, port); the caller runs ``serve_forever``."""
 
-    from .proxy import MAX_BODY_BYTES, JSONHandler
+    from .proxy import MAX_BODY_BYTES, JSONHandler, QuietHTTPServer
 
     class Handler(JSONHandler):
         def _error(self, status: int, message: str) -> None:
@@ -281,7 +281,7 @@ def serve(generator: Generator, port: int, host: str = "127.0.0.1") -> Threading
             else:
                 self._send(200, json.dumps(reply).encode())
 
-    server = ThreadingHTTPServer((host, port), Handler)
+    server = QuietHTTPServer((host, port), Handler)
     server.daemon_threads = True
     return server
 
