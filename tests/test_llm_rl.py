@@ -359,4 +359,61 @@ def test_outside_babyai_the_agent_plays_declared_uniform_random_actions_without_
             plays.setdefault((run, seed), []).append(np.asarray(actions).tolist())
         assert plays[(0, 5)][0] == plays[(0, 5)][1]                # reproducible
         assert plays[(0, 5)][0] not in (plays[(1, 5)][0], plays[(0, 6)][0])  # runs and seeds differ
-        assert agent.episode_info() == {"policy": "uniform random (no LLM outside BabyAI)"}
+        assert agent.episode_info() == {"policy": "uniform random (no LLM outside BabyAI)",  # zero usage, reported
+                                            "llm": {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                                    "seconds": 0.0}}
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_stopping_the_evaluate_wrapper_keeps_the_journal_clean(tiny, tmp_path, sig):
+    """baselines.llm_rl.evaluate serves the upstream of the evaluation it runs. Stopped (SIGTERM) or killed
+    (SIGKILL, e.g. the OOM killer: it holds the models), it must not leave the evaluation playing on
+    without an upstream, journalling every later episode as failed LLM calls: SIGTERM is passed on and
+    the evaluation stops as on Ctrl-C; on SIGKILL the evaluation gets SIGTERM from the kernel."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from process_helpers import gone_within
+
+    out = tmp_path / "r.json"
+    journal = tmp_path / "r.episodes.jsonl"
+    cmd = [sys.executable, "-m", "baselines.llm_rl.evaluate", "--model", tiny, "--out", str(out), "--",
+           "--suite", "v1", "--tasks", "babyai/GoToRedBall", "babyai/PickupLoc", "--runs", "1", "--episodes", "20",
+           "--workers", "1", "--envs-per-worker", "1"]
+    err_file = tmp_path / "stderr.txt"
+    with open(err_file, "w") as fh:
+        wrapper = subprocess.Popen(cmd, cwd=T.ROOT, stdout=subprocess.DEVNULL, stderr=fh, start_new_session=True)
+    try:
+        deadline = time.time() + 180
+        while time.time() < deadline and not (journal.exists() and journal.read_text().count("\n") >= 2):
+            time.sleep(0.05)
+        assert journal.exists(), err_file.read_text()[-2000:]
+        evaluation = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+                      and (p / "stat").exists() and _ppid(p) == wrapper.pid]
+        assert len(evaluation) == 1
+        os.kill(wrapper.pid, getattr(signal, sig))
+        wrapper.wait(timeout=60)
+        assert gone_within(evaluation[0], 30), "the evaluation outlived its upstream's server"
+    finally:
+        if wrapper.poll() is None:
+            os.killpg(wrapper.pid, signal.SIGKILL)
+        wrapper.wait()
+    err = err_file.read_text()
+    if sig == "SIGTERM":
+        assert wrapper.returncode == 130, err[-2000:]
+    assert "run the same command again to resume" in err, err[-2000:]
+    episodes = [json.loads(line) for line in journal.read_text().splitlines()[1:] if line.strip()]
+    assert 1 <= len(episodes) < 40
+    assert all(e["status"] == "ok" for e in episodes), [e.get("error") for e in episodes]
+    assert not out.exists()
+
+
+def _ppid(proc: Path) -> int:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +24,7 @@ from pathlib import Path
 import torch
 
 from .server import DTYPES, load_policies, serve_in_thread
-from .train import evaluate_agent
+from .train import ROOT, evaluate_command
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -52,16 +54,33 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     traj = args.trajectories or str(out.with_suffix("")) + ".trajectories"
     t0 = time.perf_counter()
-    try:
-        rc = evaluate_agent(url, ["--trajectories", traj, "--out", str(out), *extra]).returncode
-    finally:
-        server.shutdown()
-        server.server_close()
+    cmd, env = evaluate_command(url, ["--trajectories", traj, "--out", str(out), *extra])
+    rc = run_until_it_ends(cmd, env)
+    server.shutdown()
+    server.server_close()
     summary = {"model": name, "weights": args.weights, "dtype": args.dtype, "calls": stats.calls,
                "ms_per_call": round(stats.ms_per_call(), 1), "wall_seconds": round(time.perf_counter() - t0, 1)}
     print(json.dumps(summary), flush=True)
     out.with_suffix(".upstream.json").write_text(json.dumps(summary, indent=1) + "\n")
-    sys.exit(rc)
+    sys.exit(rc if rc >= 0 else 128 - rc)  # killed by signal N: 128 + N, as a shell says
+
+
+def run_until_it_ends(cmd: list[str], env: dict[str, str]) -> int:
+    """Run the evaluation and keep serving until it has ended, however it is stopped: SIGTERM to this
+    process is passed on (the evaluation stops as on Ctrl-C, its journal kept), Ctrl-C reaches the
+    evaluation from the terminal itself. Shutting the upstream first would let the episodes still
+    running record failed LLM calls."""
+    child = subprocess.Popen(cmd, cwd=ROOT, env=env)
+
+    def _pass_on(signum: int, frame: object) -> None:
+        child.send_signal(signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, _pass_on), signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
 
 
 if __name__ == "__main__":

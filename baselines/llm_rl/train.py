@@ -279,11 +279,32 @@ def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
 Rollout = Callable[["Trainer", int, Path], Path]
 
 
-def evaluate_agent(url: str, args: list[str], **run: Any) -> subprocess.CompletedProcess:
-    """``python -m polar_bench evaluate`` of the agent file behind the LLM proxy, its upstream at ``url``
-    (``args``: the rest of the command line; ``run``: passed to `subprocess.run`)."""
-    cmd = [sys.executable, "-m", "polar_bench", "evaluate", str(AGENT), "--llm-upstream", url, "--no-progress", *args]
+# ``python -m polar_bench`` that gets SIGTERM when the process serving its upstream dies (Linux's
+# parent-death signal; the first argument is that process's pid): evaluate then stops as on Ctrl-C,
+# keeping its journal, instead of recording every episode after as failed LLM calls.
+_LAUNCH = """import ctypes, os, runpy, signal, sys
+if sys.platform.startswith("linux"):
+    ctypes.CDLL(None).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+    if os.getppid() != int(sys.argv[1]):
+        sys.exit(130)
+sys.argv = ["polar_bench", *sys.argv[2:]]
+runpy.run_module("polar_bench", run_name="__main__", alter_sys=True)
+"""
+
+
+def evaluate_command(url: str, args: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of ``python -m polar_bench evaluate`` of the agent file behind the
+    LLM proxy, its upstream at ``url`` served by this process (``args``: the rest of the command line).
+    The evaluation stops, journal kept, if this process dies."""
+    cmd = [sys.executable, "-c", _LAUNCH, str(os.getpid()), "evaluate", str(AGENT), "--llm-upstream", url,
+           "--no-progress", *args]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    return cmd, env
+
+
+def evaluate_agent(url: str, args: list[str], **run: Any) -> subprocess.CompletedProcess:
+    """Run `evaluate_command` to its end (``run``: passed to `subprocess.run`)."""
+    cmd, env = evaluate_command(url, args)
     return subprocess.run(cmd, cwd=ROOT, env=env, **run)
 
 
