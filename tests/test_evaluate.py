@@ -422,6 +422,33 @@ def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path,
     assert _returns(str(out)) == _returns(ref)
 
 
+WORKER_BREAKER = """
+import multiprocessing
+import os
+if os.environ.get("POLAR_TEST_BREAK_WORKERS") and multiprocessing.current_process().name != "MainProcess":
+    os._exit(1)  # every evaluation worker dies at start-up, as with a broken plugin or library
+"""
+
+
+def test_workers_that_cannot_start_leave_no_failed_episode_in_the_journal(tmp_path, capsys, monkeypatch):
+    """Workers dying at start-up is the set-up's fault, not an episode's: the run stops with the one-line
+    error, and once the set-up is fixed the same command plays every episode (an episode lost twice at
+    start-up used to be journalled as env_error, and resume kept skipping it)."""
+    plugin = write(tmp_path / "breaker.py", WORKER_BREAKER)
+    out = str(tmp_path / "r.json")
+    cmd = ["evaluate", str(EXAMPLES / "random_agent.py"), "--suite", TINY, "--out", out, "--workers", "1",
+           "--harness-plugin", plugin, "--no-progress"]
+    monkeypatch.setenv("POLAR_TEST_BREAK_WORKERS", "1")
+    code, _, err = run_cli(cmd, capsys)
+    assert code == 2 and "keep dying before finishing any episode" in err, err
+    journal = tmp_path / "r.episodes.jsonl"
+    assert [json.loads(line) for line in journal.read_text().splitlines()[1:] if line.strip()] == []
+    monkeypatch.delenv("POLAR_TEST_BREAK_WORKERS")
+    code, _, err = run_cli(cmd, capsys)
+    assert code == 0, err
+    assert {e["status"] for e in read_results(out).episodes} == {"ok"}
+
+
 def test_journal_of_another_evaluation_is_refused(tmp_path, capsys):
     agent = write(tmp_path / "agent.py", GOOD_AGENT)
     out = str(tmp_path / "r.json")

@@ -396,6 +396,11 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
     inflight: dict[int, tuple[Batch, float]] = {}
     retry: deque[Unit] = deque()
     startup_deaths = 0
+    # An episode lost twice to workers that died before finishing any episode is held, not journalled: if
+    # the start-up itself keeps failing (a broken plugin, a missing library), the episode is not to blame,
+    # and a journalled env_error would stay in the results after the fix (resume skips journalled episodes).
+    # Once a worker finishes an episode, the environments do start: the held records are journalled.
+    held: list[dict] = []
     fatal = None
     while (queue or retry or inflight) and fatal is None:
         while idle and (retry or queue):
@@ -418,10 +423,13 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                 inflight[i] = (batch, time.monotonic())  # progress: the backstop counts from here
                 for rec in reply["records"]:
                     record(rec)
+                while held:
+                    record(held.pop(0))
                 continue
             batch, _t0 = inflight.pop(i)
             if reply is None:
-                if transport.finished[i] == 0:
+                at_startup = transport.finished[i] == 0
+                if at_startup:
                     startup_deaths += 1
                     if startup_deaths >= 3:
                         raise UserError(f"worker processes keep dying before finishing any episode ({why}); their "
@@ -433,7 +441,7 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                 for unit, attempt in batch:
                     failed = _lost_unit(cfg, unit, attempt, False, why, retry)
                     if failed is not None:
-                        record(failed)
+                        (held.append if at_startup else record)(failed)
                 continue
             idle.append(i)
             records = reply["records"]
@@ -441,6 +449,8 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                 fatal = records[0]["fatal"]
                 break
             startup_deaths = 0
+            while held:
+                record(held.pop(0))
             on_reply(reply)
             for rec in records:  # Ray actors answer with the whole batch at its end
                 record(rec)
@@ -459,4 +469,6 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                         rec = _lost_unit(cfg, unit, attempt, True, "", retry)
                         if rec is not None:
                             record(rec)
+    while held:  # the evaluation went on after them: the environments start
+        record(held.pop(0))
     return fatal
