@@ -26,3 +26,17 @@ def gone_within(pid: int, seconds: float) -> bool:
         time.sleep(0.1)
     os.kill(pid, signal.SIGKILL)
     return False
+
+
+def children_of(parent: int, cmdline_has: bytes = b"") -> list[int]:
+    """The processes whose parent is ``parent`` (and whose command line contains ``cmdline_has``), from /proc."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == parent and cmdline_has in cmdline:
+            pids.append(int(stat.parent.name))
+    return pids

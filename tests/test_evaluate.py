@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from process_helpers import gone_within
+from process_helpers import children_of, gone_within
 
 from polar_bench.cli import main
 from polar_bench.results import read_results
@@ -359,20 +359,6 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path, capsys):
     assert code == 0 and _returns(str(out)) == _returns(ref)
 
 
-def _worker_pids(parent: int) -> list[int]:
-    """The evaluation workers (multiprocessing ``spawn`` children) of process ``parent``."""
-    pids = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == parent and b"spawn_main" in cmdline:
-            pids.append(int(stat.parent.name))
-    return pids
-
-
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path, capsys, sig):
@@ -397,7 +383,7 @@ def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path,
             if journal.exists() and journal.read_text().count("\n") >= 2:  # header + 1 episode
                 break
             time.sleep(0.05)
-        workers = _worker_pids(proc.pid)
+        workers = children_of(proc.pid, b"spawn_main")  # the evaluation workers
         assert workers, "no worker process found"
         os.kill(proc.pid, sig)
         proc.wait(timeout=60)

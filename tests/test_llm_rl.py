@@ -377,7 +377,7 @@ def test_stopping_the_evaluate_wrapper_keeps_the_journal_clean(tiny, tmp_path, s
     import sys
     import time
 
-    from process_helpers import gone_within
+    from process_helpers import children_of, gone_within
 
     out = tmp_path / "r.json"
     journal = tmp_path / "r.episodes.jsonl"
@@ -392,8 +392,7 @@ def test_stopping_the_evaluate_wrapper_keeps_the_journal_clean(tiny, tmp_path, s
         while time.time() < deadline and not (journal.exists() and journal.read_text().count("\n") >= 2):
             time.sleep(0.05)
         assert journal.exists(), err_file.read_text()[-2000:]
-        evaluation = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
-                      and (p / "stat").exists() and _ppid(p) == wrapper.pid]
+        evaluation = children_of(wrapper.pid)
         assert len(evaluation) == 1
         os.kill(wrapper.pid, getattr(signal, sig))
         wrapper.wait(timeout=60)
@@ -411,9 +410,3 @@ def test_stopping_the_evaluate_wrapper_keeps_the_journal_clean(tiny, tmp_path, s
     assert all(e["status"] == "ok" for e in episodes), [e.get("error") for e in episodes]
     assert not out.exists()
 
-
-def _ppid(proc: Path) -> int:
-    try:
-        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1
