@@ -121,3 +121,66 @@ def test_native_crash_is_one_typed_error_with_task_seed_step_and_traceback():
     with pytest.raises(polar_bench.errors.EpisodeOverError):
         h.step(0)
     h.close()
+
+
+class _Paying(polar_bench.Harness):
+    """pay/<rewards>: pays the comma-separated rewards, one per step, within the range (0, 1)."""
+
+    family = "pay"
+
+    @staticmethod
+    def task_names():
+        return ["0.5,1.0000001,2", "0.5,nan", "0.5,none"]
+
+    def __init__(self, name, *, text=False, max_episode_steps=None):
+        import numpy as np
+        from gymnasium import spaces
+
+        super().__init__()
+        self.rewards = [None if r == "none" else float(r) for r in name.split(",")]
+        self._finish_setup(polar_bench.TaskInfo(
+            id=f"pay/{name}", domain="test", description="pays fixed rewards",
+            observation_space=spaces.Box(0, 1, (1,), np.float32), action_space=spaces.Discrete(1),
+            observation_components=(polar_bench.Component("x"),), action_components=(polar_bench.Component("a"),),
+            reward_range=(0.0, 1.0), max_episode_steps=10, package="test", package_version="0", text_note="none"))
+
+    def _native_reset(self, seed):
+        import numpy as np
+
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def _native_step(self, action):
+        import numpy as np
+
+        self.t += 1
+        return np.zeros(1, np.float32), self.rewards[self.t - 1], False, False, {}
+
+
+@pytest.mark.parametrize("name, bad", [("0.5,1.0000001,2", "2.0"), ("0.5,nan", "nan"), ("0.5,none", "nan")])
+def test_a_reward_outside_the_declared_range_is_the_environments_error(name, bad):
+    """The declared per-step range is kept, not hoped for: 1 + 1e-7 is within the slack for rounding,
+    2, NaN and a non-number end the episode as a HarnessError, so every recorded episode keeps the
+    bounds the leaderboard's check derives from the range."""
+    polar_bench.register_family("pay", _Paying)
+    h = polar_bench.make(f"pay/{name}")
+    h.reset(seed=1)
+    assert h.step(0)[1] == 0.5
+    if name.startswith("0.5,1.0"):
+        assert h.step(0)[1] == 1.0000001
+    with pytest.raises(HarnessError, match=r"outside the task's declared per-step range \(0.0, 1.0\)") as err:
+        h.step(0)
+    assert f"reward {bad}" in str(err.value)
+    assert h.return_bounds(7) == (0.0, 7.0) and h.return_bounds(0) == (0.0, 0.0)
+    with pytest.raises(polar_bench.errors.EpisodeOverError):
+        h.step(0)
+    h.close()
+
+
+def test_return_bounds_narrowed_by_a_family():
+    h = polar_bench.make("babyai/GoToLocal")
+    assert h.return_bounds(64) == (0.0, 1.0) and h.return_bounds(1) == (0.0, 1.0)
+    h.close()
+    h = polar_bench.make("gym/MountainCar-v0")
+    assert h.return_bounds(200) == (-200.0, 0.0)
+    h.close()

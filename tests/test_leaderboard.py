@@ -14,7 +14,7 @@ import pytest
 from test_leaderboard_fixtures import XSS_NAME, add_verification, make_leaderboard, valid_results, write_json
 
 from polar_bench.cli import main
-from polar_bench.leaderboard import RankingOptions, build, load_entries, submit
+from polar_bench.leaderboard import RankingOptions, build, check_data, load_entries, submit
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -193,6 +193,16 @@ def test_committed_leaderboard_is_consistent(capsys):
     tables = [(board / f"leaderboard-{suite}.tex").read_text() for suite in ("v1", "v2")]
     assert code == 0 and out == "\n".join(tables)  # one table per suite, in order
     assert (board / "site" / "index.html").is_file() and (ROOT / "docs" / "leaderboard.png").is_file()
+
+
+def test_every_committed_entry_passes_todays_checks():
+    """A check added later (the episode bounds, say) must not leave entries on the board that it
+    would reject: every committed results file passes every check of this code."""
+    entries = sorted((ROOT / "leaderboard" / "entries").glob("*/results.json"))
+    assert len(entries) >= 5
+    for results in entries:
+        problems = check_data(json.loads(results.read_text()))
+        assert problems == [], f"{results.parent.name}: {problems[:3]}"
 
 
 def test_every_committed_entry_can_be_verified_with_a_file_of_this_repository():

@@ -131,6 +131,59 @@ def test_finite_from_the_file(tmp_path):
     assert any(p.check == "finite" and p.where == "episodes/0/return" for p in problems)
 
 
+def _first(data, task, run=0):
+    return next(i for i, e in enumerate(data["episodes"]) if e["task"] == task and e["run"] == run)
+
+
+def test_bounds_impossible_returns_and_lengths():
+    """Values no episode of the task can have: a handful of them can escape verify's sample, so the
+    check caps what each may claim (every committed results file passes it; see below)."""
+    data = valid_results()
+    cart, synth = _first(data, "gym/CartPole-v1"), _first(data, "babyai/Synth", run=1)
+    cheetah, coinrun = _first(data, "dmc/cheetah-run", run=2), _first(data, "procgen/coinrun")
+    data["episodes"][cart].update(length=12, **{"return": 1e308})   # CartPole pays at most 1 per step
+    data["episodes"][synth]["return"] = 1.5                         # BabyAI: one reward <= 1 per episode
+    data["episodes"][cheetah]["return"] = 1000.5                    # DMC: [0, 1] per step, 1000 steps
+    data["episodes"][coinrun]["length"] = 1001                      # past the step limit
+    data["episodes"][coinrun + 1]["return"] = -0.5                  # coinrun never pays less than 0
+    found = problems_of(data, "bounds")
+    assert [p.where.split(" ")[0] for p in found] == [
+        f"episodes/{i}" for i in sorted((cart, synth, cheetah, coinrun, coinrun + 1))]
+    text = messages(found)
+    assert "return 1e+308 is impossible: an episode of 12 steps of gym/CartPole-v1 returns 0 to 12" in text
+    assert "an episode of 1000 steps of babyai/Synth" not in text and "babyai/Synth returns 0 to 1 " in text
+    assert "length 1001 is impossible: procgen/coinrun ends episodes within 1 to 1000 steps" in text
+
+
+def test_bounds_accept_the_edges_and_rounding():
+    data = valid_results()
+    cart, pend = _first(data, "gym/CartPole-v1"), _first(data, "gym/Pendulum-v1")
+    data["episodes"][cart].update(length=500, **{"return": 500.0})
+    # Pendulum's worst step, -(pi^2 + 0.1 * 8^2 + 0.001 * 2^2), is 1.1e-9 below the declared -16.2736044
+    data["episodes"][pend].update(length=200, **{"return": -200 * (3.141592653589793 ** 2 + 6.4 + 0.004)})
+    assert problems_of(data, "bounds") == []
+    data["episodes"][cart]["return"] = 500.01
+    assert len(problems_of(data, "bounds")) == 1
+
+
+def test_bounds_need_the_suites_packages(monkeypatch):
+    from polar_bench import harness
+    from polar_bench.leaderboard import checks
+
+    def missing(task_id, **options):
+        raise ImportError(f"No module named 'nle' ({task_id})")
+
+    checks._task_limits.cache_clear()
+    monkeypatch.setattr(harness, "make", missing)
+    try:
+        found = problems_of(valid_results(), "bounds")
+    finally:
+        checks._task_limits.cache_clear()
+    assert len(found) == 38, "one problem per task, not per episode"
+    assert "cannot build the task to check its episodes (ImportError: No module named 'nle'" in found[0].message
+    assert "install the suite's packages" in found[0].message
+
+
 def test_summary_equal_is_accepted_and_wrong_is_not():
     data = valid_results()
     data["summary"] = recompute_summary(data)
@@ -217,6 +270,7 @@ def test_submit_lists_every_problem_exit_2(tmp_path, capsys):
     data["episodes"][1]["return"] = float("inf")
     data["agent"]["info"]["url"] = "ftp://x"
     data["episodes"][2]["length"] = "long"
+    data["episodes"][200]["length"] = 10**6
     for i in range(30):
         data["episodes"][100 + i]["seed"] = 10**6 + i
     path = write_json(tmp_path / "bad.json", data)
@@ -224,7 +278,7 @@ def test_submit_lists_every_problem_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2
     assert err.splitlines()[0].startswith(f"error: {path} was rejected:")
-    for check in ("format", "schema", "suite", "pins", "complete", "status", "finite", "agent_info"):
+    for check in ("format", "schema", "suite", "pins", "complete", "status", "finite", "bounds", "agent_info"):
         assert f"[{check}]" in err, check
     assert "more complete problem(s)" in err  # 60 complete problems: 20 shown, then a count
     assert not (tmp_path / "lb" / "entries").exists()

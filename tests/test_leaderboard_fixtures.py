@@ -2,7 +2,9 @@
 
 `synthetic_results` writes what ``evaluate`` would for an agent of a given skill: every task × run ×
 seed of the released suite v1, returns drawn from a seeded generator around ``skill`` (a normalized
-score), pins, AGENT_INFO complete. The other leaderboard test modules import these helpers.
+score), pins, AGENT_INFO complete. Every episode is one the task can produce (the ``bounds`` check):
+it lasts the task's step limit and its return is clipped to what that many steps can pay. The other
+leaderboard test modules import these helpers.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+import polar_bench
 from polar_bench.leaderboard import check_data, content_id, submit
 from polar_bench.suite import SUITES_DIR, load_suite
 
@@ -32,6 +35,16 @@ def suite_v1():
     return load_suite(SUITES_DIR / "v1.toml")
 
 
+@cache
+def _length_and_bounds(task_id: str) -> tuple[int, tuple[float, float]]:
+    """A task's step limit and the least and greatest return of an episode that long."""
+    spec = next(t for t in suite_v1().tasks if t.id == task_id)
+    harness = polar_bench.make(task_id, **dict(spec.options))
+    harness.close()
+    length = harness.task_info.max_episode_steps
+    return length, harness.return_bounds(length)
+
+
 def synthetic_results(name: str, skill: float, *, seed: int = 0, runs: int = 3, info: dict | None = None,
                       llm: bool = False, run_sd: float = 0.05, episode_sd: float = 0.1) -> dict:
     """A complete, valid results dict of suite v1 whose normalized scores are about ``skill``."""
@@ -40,12 +53,13 @@ def synthetic_results(name: str, skill: float, *, seed: int = 0, runs: int = 3, 
     domains = [d.name for d in suite.domains]
     episodes = []
     for t in suite.tasks:
+        length, (least, most) = _length_and_bounds(t.id)
         offsets = rng.normal(0.0, run_sd, size=runs)
         for r in range(runs):
             scores = skill + offsets[r] + rng.normal(0.0, episode_sd, size=len(t.seeds))
             for i, s in enumerate(t.seeds):
-                ret = round(float(t.low.value + (t.high.value - t.low.value) * scores[i]), 6)
-                ep = {"task": t.id, "run": r, "index": i, "seed": s, "return": ret, "length": 100,
+                ret = min(max(round(float(t.low.value + (t.high.value - t.low.value) * scores[i]), 6), least), most)
+                ep = {"task": t.id, "run": r, "index": i, "seed": s, "return": ret, "length": length,
                       "status": "ok", "error": None, "wall_seconds": 0.01, "agent_seconds": 0.005}
                 if llm:
                     ep["llm"] = {"calls": 10, "prompt_tokens": 1200 + i, "completion_tokens": 40, "seconds": 2.5}

@@ -217,6 +217,9 @@ class BabyAIHarness(Harness):
     """
 
     family = "babyai"
+    # MiniGrid pays 1 - 0.9 * steps / limit once, on the step that reaches the goal, which ends the
+    # episode; every other step pays 0.
+    episode_return_range = (0.0, 1.0)
 
     @staticmethod
     def task_names() -> list[str]:

@@ -10,6 +10,9 @@ A family subclasses `Harness` and implements five small hooks (`_native_reset`, 
   right shape and be finite, arrive in [-1, 1], are clipped there (counted in
   ``info["clipped_actions"]``) and rescaled to the native bounds;
 * the step limit (``TaskInfo.max_episode_steps``), after which the episode is truncated;
+* the reward range: a step's reward outside ``TaskInfo.reward_range`` (or NaN) is the native
+  env's fault, a `HarnessError`, so every recorded episode keeps the bounds that `return_bounds`
+  derives from it (the leaderboard's ``bounds`` check rejects returns no episode can have);
 * fault isolation: any exception of the native env becomes one `HarnessError` naming task, seed
   and step; ``step()`` after the end of an episode raises `EpisodeOverError`; ``close()`` is
   idempotent;
@@ -43,10 +46,21 @@ from ..errors import (
 )
 from ..task_info import TaskInfo
 
-__all__ = ["Harness", "COMMON_OPTIONS", "check_common_options", "keyword_parameters"]
+__all__ = ["Harness", "COMMON_OPTIONS", "REWARD_TOLERANCE", "check_common_options", "keyword_parameters"]
 
 _SEED_BOUND = 2**31 - 1
+
+#: Relative slack (times max(1, |bound|)) on the reward range and on the return bounds: a bound
+#: written to 7 decimals (Pendulum's -16.2736044 for -(pi^2 + 0.1 * 8^2 + 0.001 * 2^2)) and sums of
+#: float32 rewards round in the last bits.
+REWARD_TOLERANCE = 1e-6
+
 _H = TypeVar("_H", bound="Harness")
+
+
+def _slack(bound: float) -> float:
+    return REWARD_TOLERANCE * max(1.0, abs(bound)) if np.isfinite(bound) else 0.0
+
 
 #: The options every family takes: ``polar_bench.make(task_id, text=True, max_episode_steps=N)``.
 COMMON_OPTIONS = ("max_episode_steps", "text")
@@ -81,6 +95,9 @@ class Harness(gymnasium.Env):
     """Base class of all polar_bench harnesses. Subclasses set ``task_info`` in ``__init__``."""
 
     family: ClassVar[str] = ""
+    #: (least, greatest) return of one whole episode where the family knows a bound tighter than
+    #: the per-step range times the length (`return_bounds`).
+    episode_return_range: ClassVar[tuple[float, float]] = (-np.inf, np.inf)
     metadata: dict[str, Any] = {"render_modes": []}
     task_info: TaskInfo
 
@@ -113,6 +130,8 @@ class Harness(gymnasium.Env):
         self.observation_space = info.observation_space
         self.action_space = info.action_space
         self._max_steps = int(info.max_episode_steps) or 0
+        lo, hi = (float(b) for b in info.reward_range)
+        self._reward_lo, self._reward_hi = lo - _slack(lo), hi + _slack(hi)
         if isinstance(info.action_space, spaces.Box):
             self._continuous = True
             native = native_action_space if native_action_space is not None else info.action_space
@@ -252,6 +271,15 @@ class Harness(gymnasium.Env):
             raise HarnessError(self.task_info.id, self._episode_seed, self._step_index + 1, exc,
                                traceback.format_exc()) from exc
         self._step_index += 1
+        try:
+            reward = float(reward)
+        except (TypeError, ValueError):
+            reward = float("nan")
+        if not self._reward_lo <= reward <= self._reward_hi:  # also NaN and non-numbers
+            self._needs_reset = True
+            wrong = ValueError(f"reward {reward!r} is outside the task's declared per-step range "
+                               f"{tuple(self.task_info.reward_range)} (TaskInfo.reward_range)")
+            raise HarnessError(self.task_info.id, self._episode_seed, self._step_index, wrong, "") from None
         if self._max_steps and self._step_index >= self._max_steps and not terminated:
             truncated = True
         if terminated or truncated:
@@ -260,7 +288,17 @@ class Harness(gymnasium.Env):
             info["clipped_actions"] = self._clipped
         if self._text:
             info["text"] = self._render_text(obs)
-        return obs, float(reward), bool(terminated), bool(truncated), info
+        return obs, reward, bool(terminated), bool(truncated), info
+
+    def return_bounds(self, length: int) -> tuple[float, float]:
+        """The least and the greatest return an episode of ``length`` steps can have: the per-step
+        ``reward_range`` times the length, narrowed by the family's ``episode_return_range`` (BabyAI
+        pays one reward in [0, 1] per episode). Infinite where the task has no bound."""
+        if length <= 0:
+            return 0.0, 0.0
+        lo, hi = (float(b) for b in self.task_info.reward_range)
+        ep_lo, ep_hi = self.episode_return_range
+        return max(lo * length, ep_lo), min(hi * length, ep_hi)
 
     def close(self) -> None:
         if self._closed:

@@ -3,7 +3,8 @@
 `check_submission` runs every check on a results file and returns every problem it finds (never only
 the first): JSON and size, format version, the JSON Schema, the suite (its hash must be a released
 suite's and the embedded copy must equal it: tasks, domains, references, seeds, pins), the pins, the
-completeness of the evaluation, episode statuses, finiteness of every number, any summary in the file
+completeness of the evaluation, episode statuses, finiteness of every number, episodes the task can
+produce (length and return within the bounds of its harness), any summary in the file
 (it must equal the one recomputed from the episodes), string sizes, and ``AGENT_INFO``.
 SUBMISSION.md documents every rule; each has a test with a crafted bad file
 (tests/test_leaderboard_checks.py).
@@ -39,7 +40,7 @@ MAX_NAME = 100               # AGENT_INFO["name"]
 SUMMARY_TOLERANCE = 1e-6     # relative, for numbers of a summary in the file
 
 # The checks, in the order they run and are reported.
-CHECKS = ("file", "format", "schema", "suite", "pins", "complete", "status", "finite", "summary",
+CHECKS = ("file", "format", "schema", "suite", "pins", "complete", "status", "finite", "bounds", "summary",
           "strings", "agent_info", "isolation")
 
 # Keys of an optional top-level "summary" object, each recomputed from the episodes.
@@ -305,6 +306,71 @@ def _check_finite(ctx: _Context) -> None:
             ctx.add("finite", path, f"{value} is not a finite number (NaN and infinities are not allowed)")
 
 
+@dataclass(frozen=True)
+class _Limits:
+    max_steps: int
+    reward_range: tuple[float, float]
+    bounds: Callable[[int], tuple[float, float]]
+
+
+@cache
+def _task_limits(suite_hash: str, task_id: str) -> _Limits | str:
+    """The step limit and return bounds of one task of a released suite, from its harness (built
+    with the suite's options, never reset), or why the harness could not be built."""
+    from ..harness import make
+
+    spec = next(t for t in released_suites()[suite_hash].tasks if t.id == task_id)
+    try:
+        harness = make(task_id, **dict(spec.options))
+    except Exception as exc:  # noqa: BLE001 - reported as a problem, with the fix
+        return f"{type(exc).__name__}: {str(exc)[:160]}"
+    harness.close()  # return_bounds reads only the task's description, not the native env
+    info = harness.task_info
+    lo, hi = info.reward_range
+    return _Limits(int(info.max_episode_steps), (float(lo), float(hi)), harness.return_bounds)
+
+
+def _within(value: float, lo: float, hi: float) -> bool:
+    from ..harness.base import REWARD_TOLERANCE
+
+    slack = REWARD_TOLERANCE * max(1.0, abs(value))
+    return lo - slack <= value <= hi + slack
+
+
+def _check_bounds(ctx: _Context) -> None:
+    """Every successful episode must be one the task can produce: its length within the task's step
+    limit, its return within the per-step reward range times the length (and the family's bound on
+    a whole episode, where it has one). The harness enforces that range on every step it plays."""
+    if ctx.suite is None:
+        return
+    episodes = ctx.get("episodes")
+    tasks = set(ctx.suite.task_ids)
+    unbuildable: set[str] = set()
+    for i, ep in enumerate(episodes if isinstance(episodes, list) else []):
+        if not isinstance(ep, dict) or ep.get("status") != "ok" or ep.get("task") not in tasks:
+            continue
+        length, ret = ep.get("length"), ep.get("return")
+        if not isinstance(length, int) or isinstance(length, bool) or \
+                not isinstance(ret, (int, float)) or isinstance(ret, bool):
+            continue
+        limits = _task_limits(ctx.suite.hash, ep["task"])
+        if isinstance(limits, str):
+            if ep["task"] not in unbuildable:
+                unbuildable.add(ep["task"])
+                ctx.add("bounds", ep["task"], f"cannot build the task to check its episodes ({limits}); "
+                        "install the suite's packages (README, Install) and check again")
+            continue
+        if not 1 <= length <= limits.max_steps:
+            ctx.add("bounds", _episode_where(i, ep), f"length {length} is impossible: {ep['task']} ends "
+                    f"episodes within 1 to {limits.max_steps} steps")
+            continue
+        lo, hi = limits.bounds(length)
+        if not _within(ret, lo, hi):
+            ctx.add("bounds", _episode_where(i, ep), f"return {_short(ret)} is impossible: an episode of "
+                    f"{length} steps of {ep['task']} returns {lo:.6g} to {hi:.6g} (per step "
+                    f"{limits.reward_range[0]:g} to {limits.reward_range[1]:g})")
+
+
 def _close(a: Any, b: float) -> bool:
     return _is_num(a) and math.isfinite(a) and math.isfinite(b) and \
         abs(a - b) <= SUMMARY_TOLERANCE * max(1.0, abs(b))
@@ -470,7 +536,7 @@ def _check_isolation(ctx: _Context) -> None:
 
 _RUNNERS: dict[str, Callable[[_Context], None]] = {
     "format": _check_format, "schema": _check_schema, "suite": _check_suite, "pins": _check_pins,
-    "complete": _check_complete, "status": _check_status, "finite": _check_finite,
+    "complete": _check_complete, "status": _check_status, "finite": _check_finite, "bounds": _check_bounds,
     "summary": _check_summary, "strings": _check_strings, "agent_info": _check_agent_info,
     "isolation": _check_isolation,
 }
