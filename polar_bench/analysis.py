@@ -266,13 +266,17 @@ def episode_value(ep: Mapping[str, Any], metric: str = "return", where: str = "e
         return float(ep["return"])
     record = ep.get("harness")
     value = record.get(metric) if isinstance(record, Mapping) else None
-    if isinstance(value, bool):
+    if metric == "success" and isinstance(value, bool):
         return float(value)
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ResultsError(f"{where} is scored by its {metric}, but its record has no finite harness.{metric} "
-                           f"(got {value!r}); results made before polar_bench recorded it must be re-run "
-                           "with python -m polar_bench evaluate")
-    return float(value)
+    if metric == "depth" and isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return float(value)
+    if value is None:
+        raise ResultsError(f"{where} is scored by its {metric}, but its record has no harness.{metric}; "
+                           "results made before polar_bench recorded it must be re-run with python -m "
+                           "polar_bench evaluate")
+    want = "true or false" if metric == "success" else "a dungeon level, an integer of at least 1"
+    raise ResultsError(f"{where} is scored by its {metric}, but its harness.{metric} is {value!r}, not {want} "
+                       "(the harness writes it; a results file with another value was altered)")
 
 
 def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] | None = None) -> AgentScores:

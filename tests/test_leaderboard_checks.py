@@ -166,6 +166,22 @@ def test_bounds_accept_the_edges_and_rounding():
     assert len(problems_of(data, "bounds")) == 1
 
 
+def test_bounds_of_a_task_scored_by_success():
+    """v2 scores NetHack Oracle by harness.success: a forged 1000 there passed every check and scored
+    400 on the task; now it is refused, and the committed random v2 entry still passes."""
+    from pathlib import Path
+
+    entry = Path(__file__).parent.parent / "leaderboard" / "entries" / "a09d59eafe96b993" / "results.json"
+    data = json.loads(entry.read_text())
+    assert problems_of(data, "bounds") == []
+    oracle = next(i for i, e in enumerate(data["episodes"]) if e["task"] == "nethack/Oracle")
+    data["episodes"][oracle]["harness"]["success"] = 1000
+    [found] = problems_of(data, "bounds")
+    assert found.where.startswith(f"episodes/{oracle} (nethack/Oracle")
+    assert "nethack/Oracle is scored by its success, but its harness.success is 1000, not true or false" \
+        in found.message
+
+
 def test_bounds_need_the_suites_packages(monkeypatch):
     from polar_bench import harness
     from polar_bench.leaderboard import checks

@@ -400,8 +400,16 @@ def test_a_task_scored_by_success_reads_the_harness_record_not_the_return(tmp_pa
     assert episode_value({"return": 3.0, "harness": {"depth": 4}}, "depth") == 4.0
 
     del data["episodes"][2]["harness"]  # a forged or outdated file: the value the task is scored by is absent
-    with pytest.raises(ResultsError, match="scored by its success, but its record has no finite harness.success"):
+    with pytest.raises(ResultsError, match="scored by its success, but its record has no harness.success"):
         agent_scores(data)
+    # a success is true or false: a number (1000 would score 1000 times a success) or a string is refused
+    for forged in (1000, 1, "yes", float("nan")):
+        data["episodes"][2]["harness"] = {"success": forged}
+        with pytest.raises(ResultsError, match=f"harness.success is {forged!r}, not true or false"):
+            agent_scores(data)
+    for depth in (0, 2.5, True):
+        with pytest.raises(ResultsError, match="not a dungeon level, an integer of at least 1"):
+            episode_value({"return": 3.0, "harness": {"depth": depth}}, "depth")
     data["suite"]["tasks"][0]["metric"] = "luck"
     with pytest.raises(ResultsError, match="unknown metric 'luck'"):
         agent_scores(data)

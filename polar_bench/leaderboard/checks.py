@@ -343,12 +343,20 @@ def _check_bounds(ctx: _Context) -> None:
     a whole episode, where it has one). The harness enforces that range on every step it plays."""
     if ctx.suite is None:
         return
+    from ..analysis import episode_value
+    from ..errors import ResultsError
+
     episodes = ctx.get("episodes")
-    tasks = set(ctx.suite.task_ids)
+    metrics = {t.id: t.metric for t in ctx.suite.tasks}
     unbuildable: set[str] = set()
     for i, ep in enumerate(episodes if isinstance(episodes, list) else []):
-        if not isinstance(ep, dict) or ep.get("status") != "ok" or ep.get("task") not in tasks:
+        if not isinstance(ep, dict) or ep.get("status") != "ok" or ep.get("task") not in metrics:
             continue
+        if metrics[ep["task"]] != "return":
+            try:
+                episode_value(ep, metrics[ep["task"]], "it")
+            except ResultsError as exc:
+                ctx.add("bounds", _episode_where(i, ep), str(exc).replace("it is scored", f"{ep['task']} is scored", 1))
         length, ret = ep.get("length"), ep.get("return")
         if not isinstance(length, int) or isinstance(length, bool) or \
                 not isinstance(ret, (int, float)) or isinstance(ret, bool):
