@@ -242,3 +242,32 @@ def test_a_rerun_must_bring_back_the_harness_record_the_submission_claims():
     # Files made before harness records existed: the re-run's new record is not held against them.
     old = {k: v for k, v in sub.items() if k != "harness"}
     assert _compare(old, same, True, 0.0, 1.0, "return")[2] is True
+
+
+def test_a_rerun_must_bring_back_the_llm_use_the_proxy_counted():
+    """The leaderboard's cost column reads the episodes' LLM counts: behind the proxy a deterministic
+    agent's re-run makes the same calls with the same tokens, so an edited count is a mismatch."""
+    from polar_bench.leaderboard.verify import _compare
+
+    counted = {"calls": 18, "prompt_tokens": 2041, "completion_tokens": 36, "seconds": 4.0, "source": "proxy"}
+    sub = {"return": 0.5, "length": 20, "digest": "d", "status": "ok", "llm": counted}
+    again = dict(sub, llm=dict(counted, seconds=3.1))  # latency differs from run to run: not compared
+    assert _compare(sub, again, True, 0.0, 1.0, llm_counted=True) == ("digest", 0.0, True)
+    for key, forged in (("prompt_tokens", 20), ("calls", 1), ("completion_tokens", 0)):
+        edited = dict(sub, llm=dict(counted, **{key: forged}))
+        assert _compare(edited, again, True, 0.0, 1.0, llm_counted=True)[2] is False, key
+        # a file made before the proxy (its agent counted for itself): its counts are not held against it
+        assert _compare(edited, again, True, 0.0, 1.0, llm_counted=False)[2] is True, key
+    # the count dropped, or claimed as the agent's own: still not what the proxy saw
+    assert _compare({k: v for k, v in sub.items() if k != "llm"}, again, True, 0.0, 1.0, llm_counted=True)[2] is False
+    assert _compare(dict(sub, llm={"calls": 0, "source": "agent"}), again, True, 0.0, 1.0, llm_counted=True)[2] is False
+    # an agent that called no LLM in the re-run: nothing to compare
+    assert _compare(dict(sub, llm=None), dict(sub, llm=None), True, 0.0, 1.0, llm_counted=True)[2] is True
+    # the mismatch line says what differed
+    from polar_bench.leaderboard.verify import _differences
+
+    edited = dict(sub, llm=dict(counted, prompt_tokens=20))
+    assert _differences(edited, again, True) == [
+        "LLM counts (submitted {'calls': 18, 'prompt_tokens': 20, 'completion_tokens': 36}, "
+        "re-run {'calls': 18, 'prompt_tokens': 2041, 'completion_tokens': 36})"]
+    assert _differences(dict(sub, digest="x", length=21), again, False) == ["length", "digest"]

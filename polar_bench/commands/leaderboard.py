@@ -151,9 +151,10 @@ def verify_command(args) -> int:
     how = "" if record["mode"] == "exact" else f" within {record['tolerance']} (normalized score)"
     for row in record["episodes"]:
         if not row["match"]:
+            differs = f"; differs in {', '.join(row['differs'])}" if row.get("differs") else ""
             print(f"  mismatch: {row['task']} run {row['run']} seed {row['seed']} (by {row['compared_by']}): "
                   f"submitted return {row['submitted_return']!r}, re-run {row['rerun_return']!r} "
-                  f"({row['rerun_status']})")
+                  f"({row['rerun_status']}){differs}")
     g = record["guarantee"]
     verdict = "verified" if record["passed"] else "FAILED"
     by = ", ".join(f"{n} by {k}" for k, n in record["compared_by"].items() if n)

@@ -21,7 +21,9 @@ rebuilt when missing; `polar_bench.artifacts`). The agent file must be the one e
 The comparison, per episode (recorded as ``compared_by``):
 - ``digest``: a deterministic agent (``AGENT_INFO["deterministic"]`` absent or true) whose submitted
   episode has a trajectory ``digest``: the digests must be equal (every observation, action, reward
-  and end flag), and the return and length too.
+  and end flag), and the return and length too; for results made behind the LLM proxy, also the
+  episode's LLM calls and tokens as the proxy counted them (`LLM_COUNTS`: what the leaderboard's
+  cost column shows).
 - ``exact``: a deterministic agent's episode without a digest (files made before digests existed):
   the same return and length, to the last bit.
 - ``tolerance``: an agent that declares ``"deterministic": False``: ``|Δ return| / (high - low)`` at
@@ -118,11 +120,22 @@ def draw_sample(groups: Sequence[str], uniform: int, rng: np.random.Generator) -
     return sorted(picked)
 
 
+#: The proxy's counts of an episode's LLM use that a deterministic agent's re-run must reproduce.
+LLM_COUNTS = ("calls", "prompt_tokens", "completion_tokens")
+
+
+def _llm_counts(record: dict) -> dict | None:
+    llm = record.get("llm")
+    return {k: llm.get(k) for k in LLM_COUNTS} if isinstance(llm, dict) else None
+
+
 def _compare(e: dict, again: dict, deterministic: bool, tolerance: float,
-             width: float, metric: str = "return") -> tuple[str, float | None, bool]:
+             width: float, metric: str = "return", llm_counted: bool = False) -> tuple[str, float | None, bool]:
     """(compared_by, normalized |Δ score|, match) for a submitted episode and its re-run. The score is
     the task's metric (its return, or a value of the harness record); the harness record the submission
-    carries, if any, must also come back unchanged from a deterministic agent."""
+    carries, if any, must also come back unchanged from a deterministic agent, and so must its LLM
+    counts where the evaluation counted them at the proxy (``llm_counted``) and the re-run's agent
+    called the LLM: an edited token count would otherwise misstate the agent's cost unseen."""
     by = ("digest" if e.get("digest") is not None else "exact") if deterministic else "tolerance"
     if again["status"] != "ok" or again.get("return") is None:
         return by, None, False
@@ -137,7 +150,23 @@ def _compare(e: dict, again: dict, deterministic: bool, tolerance: float,
         same = same and again.get("harness") == e["harness"]
     if by == "digest":
         same = same and again.get("digest") == e["digest"]
+    if _llm_compared(again, llm_counted):
+        same = same and _llm_counts(e) == _llm_counts(again)
     return by, diff, same
+
+
+def _llm_compared(again: dict, llm_counted: bool) -> bool:
+    return llm_counted and isinstance(again.get("llm"), dict) and again["llm"].get("source") == "proxy"
+
+
+def _differences(e: dict, again: dict, llm_counted: bool) -> list[str]:
+    """What a deterministic agent's re-run brought back differently (for the mismatch lines)."""
+    out = [k for k in ("return", "length", "digest") if k in e and again.get(k) != e[k]]
+    if "harness" in e and again.get("harness") != e["harness"]:
+        out.append("harness record")
+    if _llm_compared(again, llm_counted) and _llm_counts(e) != _llm_counts(again):
+        out.append(f"LLM counts (submitted {_llm_counts(e)}, re-run {_llm_counts(again)})")
+    return out
 
 
 def verify(results_path: str | Path, agent_path: str | Path, sample: int | None = None, *, seed: int | None = None,
@@ -212,6 +241,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         raise
     info = data["agent"].get("info") or {}
     deterministic = info.get("deterministic", True) is not False
+    # behind the proxy (the default since it existed) every episode's LLM use was counted there
+    llm_counted = (data.get("isolation") or {}).get("llm_proxy") is not None
     if tolerance is None:
         tolerance = 0.0 if deterministic else STOCHASTIC_TOLERANCE
     config = data.get("config", {})
@@ -234,12 +265,16 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         again = by_key[(e["task"], e["run"], e["seed"])]
         spec = specs[e["task"]]
         by, diff, match = _compare(e, again, deterministic, tolerance, spec.high.value - spec.low.value,
-                                   spec.metric)
+                                   spec.metric, llm_counted)
         rows.append({"task": e["task"], "run": e["run"], "seed": e["seed"], "compared_by": by,
                      "submitted_return": e["return"], "rerun_return": again.get("return"),
                      "submitted_length": e["length"], "rerun_length": again.get("length"),
                      "submitted_digest": e.get("digest"), "rerun_digest": again.get("digest"),
-                     "rerun_status": again["status"], "normalized_difference": diff, "match": match})
+                     "rerun_status": again["status"], "normalized_difference": diff, "match": match,
+                     **({"submitted_llm": _llm_counts(e), "rerun_llm": _llm_counts(again)}
+                        if "llm" in e or "llm" in again else {}),
+                     **({"differs": _differences(e, again, llm_counted)}
+                        if not match and by != "tolerance" and again["status"] == "ok" else {})})
     matched = sum(r["match"] for r in rows)
     counts = {k: sum(r["compared_by"] == k for r in rows) for k in ("digest", "exact", "tolerance")}
     notes = []
