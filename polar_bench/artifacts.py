@@ -21,22 +21,34 @@ tasks (an LLM+PPO NetHack episode plays the skill policies of five other NetHack
 files; absolute paths are refused). ``task``
 and ``run`` are optional: an artifact with them is needed only by the episodes of that task and run,
 so that `verify` rebuilds only what its sample plays; one without them is always needed. A recipe's
-``command`` is run with ``{python}`` (this interpreter), ``{task}``, ``{run}`` and ``{path}`` (absolute)
-substituted, in ``cwd`` (relative to the manifest's folder). ``sha256`` may be ``null`` for an
-artifact whose rebuild has not been pinned yet: such an artifact is reported, never trusted.
+``command`` is run with ``{python}`` (this interpreter), ``{task}``, ``{run}`` and ``{path}`` substituted,
+in ``cwd`` (relative to the manifest's folder). ``{path}`` is where the command must write the file:
+not the artifact's place, but a file in a private folder of the rebuild (below). ``sha256`` may be
+``null`` for an artifact whose rebuild has not been pinned yet: such an artifact is reported, never
+trusted.
 
 `ensure_artifacts` runs in the trusted process before any agent code: every needed artifact that
 exists is hashed and must equal its ``sha256``; a missing one is rebuilt by its recipe and must then
 equal it. Any difference raises `ArtifactError` (one line naming the file, both hashes and the fix);
 nothing runs on an unchecked file.
+
+A recipe is the submitter's code, so it runs locked down like an agent (`run_recipe`, with the
+layers of `polar_bench.evaluate.lockdown`): no network, its own uid where the verifier is root,
+writes only inside a fresh private folder (``{path}`` and its ``HOME`` and ``TMPDIR`` are there),
+no tracing or signalling of other processes. What it leaves at ``{path}`` is hashed by the trusted
+process and copied to the artifact's place only when the SHA-256 is the manifest's.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,10 +57,25 @@ from typing import Any
 from .errors import UserError
 
 __all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "load_manifest", "ensure_artifacts",
-           "file_sha256"]
+           "file_sha256", "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES"]
 
 MANIFEST_NAME = "artifacts.json"
 MANIFEST_FORMAT = 1
+RECIPE_MEMORY_MB = 16384    # address space of a recipe's process (a PPO retrain needs about 3 GiB)
+RECIPE_MAX_PROCESSES = 256  # processes and threads a recipe may add
+# What a recipe's process keeps of the verifier's environment (not its tokens and keys).
+_RECIPE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "VIRTUAL_ENV", "PYTHONPATH", "TERM")
+_LAYERS_LINE = "polar_bench recipe layers: "  # the launcher's first line on standard error
+# Runs in the recipe's fresh interpreter: lock down, then become the recipe's command.
+_LAUNCHER = """
+import json, os, sys
+cfg = json.loads(sys.argv[1])
+from polar_bench.evaluate.lockdown import lock_down
+layers = lock_down(cfg["workdir"], memory_mb=cfg["memory_mb"], max_processes=cfg["max_processes"], exec_next=True)
+print("polar_bench recipe layers: " + json.dumps(layers), file=sys.stderr, flush=True)
+os.chdir(cfg["cwd"])
+os.execvpe(sys.argv[2], sys.argv[2:], cfg["env"])
+"""
 
 
 class ArtifactError(UserError):
@@ -134,22 +161,68 @@ def load_manifest(agent_path: str | Path) -> Manifest | None:
     return Manifest(folder, tuple(artifacts), recipes)
 
 
-def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None]) -> None:
+def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
+               memory_mb: int | None = RECIPE_MEMORY_MB,
+               max_processes: int = RECIPE_MAX_PROCESSES) -> subprocess.CompletedProcess:
+    """Run a recipe's ``command`` in ``cwd`` locked down (the module docstring): it may write only
+    under ``workdir``, which it gets as ``HOME`` and ``TMPDIR`` too. Its output is captured; the last
+    line of its standard error names the layers that took effect (`lock_down`'s)."""
+    workdir = Path(workdir)
+    for sub in ("home", "tmp"):
+        (workdir / sub).mkdir(exist_ok=True)
+    if os.geteuid() == 0:  # the recipe runs as the agents' uid: let it write its own folder
+        from .evaluate.lockdown import AGENT_UID
+
+        for folder in (workdir, *(p for p in workdir.rglob("*") if p.is_dir())):
+            os.chown(folder, AGENT_UID, AGENT_UID)
+    env = {k: os.environ[k] for k in _RECIPE_ENV if k in os.environ}
+    env.update(HOME=str(workdir / "home"), TMPDIR=str(workdir / "tmp"), XDG_CACHE_HOME=str(workdir / "home"),
+               MPLCONFIGDIR=str(workdir / "home"), PYTHONDONTWRITEBYTECODE="1")
+    cfg = {"workdir": str(workdir), "cwd": str(cwd), "env": env, "memory_mb": memory_mb,
+           "max_processes": max_processes}
+    return subprocess.run([sys.executable, "-c", _LAUNCHER, json.dumps(cfg), *command], cwd=workdir,
+                          capture_output=True, text=True, start_new_session=True)
+
+
+def _layers(stderr: str) -> dict:
+    for line in stderr.splitlines():
+        if line.startswith(_LAYERS_LINE):
+            try:
+                layers = json.loads(line[len(_LAYERS_LINE):])
+            except ValueError:
+                break
+            return layers if isinstance(layers, dict) else {}
+    return {}
+
+
+def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None]) -> tuple[Path, dict]:
+    """Run the artifact's recipe locked down; return the file it wrote, in a private folder that
+    the caller removes (``path.parent.parent``), and the layers that took effect."""
     target = manifest.file(artifact)
     if artifact.recipe is None:
         raise ArtifactError(f"{target} is missing and its manifest gives no recipe to rebuild it; restore the "
                             "file (the agent's url in AGENT_INFO says where to get it)")
     recipe = manifest.recipes[artifact.recipe]
+    workdir = Path(tempfile.mkdtemp(prefix="polar_bench_rebuild_"))
+    out = workdir / "out" / target.name
+    out.parent.mkdir()
     values = {"python": sys.executable, "task": artifact.task or "", "run": "" if artifact.run is None
-              else str(artifact.run), "path": str(target)}
-    command = [arg.format(**values) for arg in recipe["command"]]
+              else str(artifact.run), "path": str(out)}
+    # only these four placeholders are replaced (no str.format: a recipe's braces stay as written)
+    command = [re.sub(r"\{(python|task|run|path)\}", lambda m: values[m.group(1)], arg) for arg in recipe["command"]]
     cwd = (manifest.folder / str(recipe.get("cwd", "."))).resolve()
-    log(f"rebuilding {artifact.path} ({recipe.get('about', artifact.recipe)}): {' '.join(command)}")
-    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-    if done.returncode != 0 or not target.is_file():
-        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise ArtifactError(f"{target} is missing and its rebuild failed (exit code {done.returncode}: "
-                            f"{tail[0][:300]}); run '{' '.join(command)}' in {cwd} to see why")
+    log(f"rebuilding {artifact.path} ({recipe.get('about', artifact.recipe)}), locked down: {' '.join(command)}")
+    done = run_recipe(command, cwd, workdir)
+    if done.returncode != 0 or not out.is_file() or out.is_symlink():
+        shutil.rmtree(workdir, ignore_errors=True)
+        lines = [line for line in (done.stderr or done.stdout).strip().splitlines()
+                 if not line.startswith(_LAYERS_LINE)]
+        why = (f"exit code {done.returncode}: {lines[-1][:300]}" if lines else f"exit code {done.returncode}") \
+            if done.returncode != 0 else "it wrote no file at {path}"
+        raise ArtifactError(f"{target} is missing and its rebuild failed ({why}); the recipe runs locked down "
+                            f"(no network, writes only to {{path}}, HOME and TMPDIR): run '{' '.join(command)}' "
+                            f"in {cwd} to see why")
+    return out, _layers(done.stderr)
 
 
 def ensure_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None, *,
@@ -175,16 +248,27 @@ def ensure_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | 
         if not target.is_file():
             if not rebuild:
                 raise ArtifactError(f"{target} is missing; rebuild it (its manifest's recipe) or restore it")
-            _rebuild(manifest, artifact, log)
+            built, layers = _rebuild(manifest, artifact, log)
+            try:
+                sha = file_sha256(built)
+                # in place only when it is the manifest's file; else beside it, so that no evaluate plays it
+                placed = target if sha == artifact.sha256 else target.with_name(target.name + ".rejected")
+                placed.parent.mkdir(parents=True, exist_ok=True)
+                partial = placed.with_name(placed.name + f".{os.getpid()}.partial")
+                shutil.copyfile(built, partial)
+                os.replace(partial, placed)
+            finally:
+                shutil.rmtree(built.parent.parent, ignore_errors=True)
             how = "rebuilt"
-        sha = file_sha256(target)
+        else:
+            sha = file_sha256(target)
         if sha != artifact.sha256:
             fix = "delete it so that it is rebuilt, or restore the original"
-            if how == "rebuilt":  # set aside, so that no later evaluate plays it
-                target.replace(target.with_name(target.name + ".rejected"))
+            if how == "rebuilt":
                 fix = (f"the rebuild is not bit-for-bit reproducible on this machine (kept as {target.name}.rejected); "
                        "the entry cannot be verified here")
             raise ArtifactError(f"{target}: SHA-256 {sha[:16]}... differs from the manifest's "
                                 f"{artifact.sha256[:16]}... ({how}); {fix}")
-        rows.append({"path": artifact.path, "sha256": sha, "status": how})
+        rows.append({"path": artifact.path, "sha256": sha, "status": how,
+                     **({"recipe_layers": layers} if how == "rebuilt" else {})})
     return rows

@@ -8,6 +8,8 @@ import itertools
 import json
 import math
 import shutil
+import sys
+import tempfile
 from fractions import Fraction
 from pathlib import Path
 
@@ -172,7 +174,11 @@ def test_a_missing_artifact_is_rebuilt_and_checked_then_a_changed_one_is_refused
         {"path": "ckpt/skill/run1.bin", "sha256": "e" * 64, "run": 1, "tasks": ["gym/Acrobot-v1", "gym/Pendulum-v1"]}]})
     target = agent.parent / "ckpt" / "cartpole" / "run0.bin"
     rows = ensure_artifacts(agent, [("gym/CartPole-v1", 0)], log=lambda _: None)  # Pendulum's not needed
-    assert rows == [{"path": "ckpt/cartpole/run0.bin", "sha256": sha, "status": "rebuilt"}]
+    [row] = rows
+    assert {k: row[k] for k in ("path", "sha256", "status")} == {"path": "ckpt/cartpole/run0.bin", "sha256": sha,
+                                                                 "status": "rebuilt"}
+    if sys.platform.startswith("linux"):  # the recipe ran locked down, and the row says how
+        assert set(row["recipe_layers"]) >= {"network_namespace", "rlimits", "privileges", "landlock", "seccomp"}
     assert target.read_bytes() == WEIGHTS
     assert ensure_artifacts(agent, [("gym/CartPole-v1", 0)])[0]["status"] == "checked"
     target.write_bytes(b"other weights\n")
@@ -191,6 +197,59 @@ def test_a_rebuild_that_does_not_reproduce_the_file_is_set_aside(tmp_path):
     with pytest.raises(ArtifactError, match="not bit-for-bit reproducible"):
         ensure_artifacts(agent, None, log=lambda _: None)
     assert not (agent.parent / "run0.bin").exists() and (agent.parent / "run0.bin.rejected").is_file()
+
+
+HOSTILE_RECIPE = """
+import json, os, pathlib, signal, socket, sys
+out, target, outside, port, victim = sys.argv[1:6]
+tried = {}
+def attempt(name, fn):
+    try:
+        fn()
+        tried[name] = "done"
+    except OSError as exc:
+        tried[name] = type(exc).__name__
+attempt("write_target", lambda: pathlib.Path(target).write_bytes(b"planted"))
+attempt("write_outside", lambda: pathlib.Path(outside).write_bytes(b"planted"))
+attempt("connect", lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=2).close())
+attempt("kill", lambda: os.kill(int(victim), signal.SIGKILL))
+tried["secret"] = os.environ.get("POLAR_BENCH_TEST_SECRET")
+tried["home"] = os.environ["HOME"]
+pathlib.Path(out).write_text(json.dumps(tried))
+"""
+
+
+def test_a_recipe_runs_locked_down_and_only_its_file_comes_out(tmp_path, monkeypatch):
+    """A recipe is the submitter's code run by the verifier: it can write its file and nothing else,
+    reach no network, signal no process, and does not see the verifier's environment."""
+    import socket
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the lock-down layers are Linux's")
+    monkeypatch.setenv("POLAR_BENCH_TEST_SECRET", "token-123")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    victim = subprocess.Popen(["sleep", "60"])
+    outside = tmp_path / "outside.txt"
+    agent = _agent_with_manifest(tmp_path, {"format": 1, "recipes": {"hostile": {"command": [
+        "{python}", "-c", HOSTILE_RECIPE, "{path}", str(tmp_path / "agent" / "run0.bin"), str(outside),
+        str(server.getsockname()[1]), str(victim.pid)]}},
+        "artifacts": [{"path": "run0.bin", "sha256": "0" * 64, "recipe": "hostile"}]})
+    try:
+        with pytest.raises(ArtifactError, match="not bit-for-bit reproducible"):
+            ensure_artifacts(agent, None, log=lambda _: None)
+        assert victim.poll() is None, "the recipe killed a process of the verifier"
+    finally:
+        victim.kill()
+        server.close()
+    tried = json.loads((agent.parent / "run0.bin.rejected").read_text())  # what it wrote at {path}
+    assert tried["write_target"] != "done" and tried["write_outside"] != "done" and not outside.exists()
+    assert tried["connect"] != "done" and tried["kill"] != "done"
+    assert tried["secret"] is None and tried["home"].startswith(tempfile.gettempdir())
+    assert not (agent.parent / "run0.bin").exists()
+    assert not list(Path(tempfile.gettempdir()).glob("polar_bench_rebuild_*/out/run0.bin")), "its folder is removed"
 
 
 def test_an_entry_whose_artifact_cannot_be_had_is_recorded_not_verifiable(tmp_path, board, capsys):

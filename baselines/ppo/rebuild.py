@@ -45,7 +45,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 # families whose checkpoints are git-ignored and rebuilt by retraining
 REBUILT = ("procgen", "nethack", "atari")
-RECIPE = {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}"], "cwd": "../..",
+RECIPE = {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}", "--to", "{path}"], "cwd": "../..",
           "about": "deterministic retrain with one torch thread: about 40 s per Procgen run, 2-3 min per "
                    "NetHack run, 4-5 min per Atari 100k run on one core"}
 EXPERIMENTS = ("v1_trained.yaml", "v1_rest.yaml", "v1_procgen.yaml", "v2_atari100k.yaml", "v2_runs34.yaml")
@@ -83,14 +83,15 @@ def _write_atomically(target: Path, data: bytes) -> None:
     os.replace(tmp, target)
 
 
-def rebuild(task: str, run: int, out: Path) -> dict:
-    """Retrain one run and write its byte-stable checkpoint under ``out``; return a summary."""
+def rebuild(task: str, run: int, out: Path, to: Path | None = None) -> dict:
+    """Retrain one run and write its byte-stable checkpoint under ``out`` (or to the file ``to``);
+    return a summary."""
     from .sweep import train_isolated
 
     cfg = dataclasses.replace(find_config(task, run), torch_threads=1, progress=False)
     summary, files = train_isolated(cfg)
     raw = files[f"checkpoints/{task}/run{run}.pt"]
-    target = out / task / f"run{run}.pt"
+    target = to if to is not None else out / task / f"run{run}.pt"
     data = canonical_bytes(io.BytesIO(raw))
     _write_atomically(target, data)
     sidecar = HERE / "checkpoints" / task / f"run{run}.json"
@@ -203,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adopt", metavar="DIR", help="take the finished runs of a sweep's --out-dir DIR into --out "
                    "(canonical checkpoint bytes, sidecars, curves), without training")
     p.add_argument("--out", default=str(HERE / "checkpoints"), help="checkpoint folder (default: this folder's)")
+    p.add_argument("--to", metavar="FILE", help="with one TASK RUN pair: write the checkpoint to FILE instead (what "
+                   "verify's locked-down recipe does: it may write only in its private folder)")
     p.add_argument("--write-manifest", action="store_true",
                    help="write artifacts.json here and in baselines/llm_ppo/ from the checkpoints on disk")
     args = p.parse_args(argv)
@@ -219,8 +222,10 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [(args.pairs[i], int(args.pairs[i + 1])) for i in range(0, len(args.pairs), 2)]
     if args.missing:
         pairs += missing(args.families)
+    if args.to and len(pairs) != 1:
+        p.error("--to takes exactly one TASK RUN pair")
     for task, run in pairs:
-        print(json.dumps(rebuild(task, run, Path(args.out))), flush=True)
+        print(json.dumps(rebuild(task, run, Path(args.out), Path(args.to) if args.to else None)), flush=True)
     return 0
 
 

@@ -56,6 +56,7 @@ AGENT_UID = 65534  # "nobody": the uid an agent process started by root runs as
 _CLONE_NEWUSER, _CLONE_NEWNET, _CLONE_NEWIPC, _CLONE_NEWUTS = 0x10000000, 0x40000000, 0x08000000, 0x04000000
 _PR_SET_DUMPABLE, _PR_SET_KEEPCAPS, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 4, 8, 24, 38
 _CAP_DAC_READ_SEARCH = 2
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE = 47, 2
 
 # Landlock (include/uapi/linux/landlock.h)
 _SYS_LANDLOCK_CREATE, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT = 444, 445, 446
@@ -220,11 +221,20 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def _capset(low_caps: int) -> None:
+def _capset(low_caps: int, inheritable: int = 0) -> None:
     hdr, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
     data[0].effective = data[0].permitted = low_caps
+    data[0].inheritable = inheritable
     if _libc().capset(ctypes.byref(hdr), data) != 0:
         raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _keep_reading_across_exec() -> None:
+    """Make CAP_DAC_READ_SEARCH an ambient capability, so that a program this process executes (a
+    recipe's command) still reads any file; every other capability stays gone."""
+    _capset(1 << _CAP_DAC_READ_SEARCH, inheritable=1 << _CAP_DAC_READ_SEARCH)
+    if _libc().prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAP_AMBIENT_RAISE) failed")
 
 
 def _loopback_listener(port: int, forward_fd: int) -> None:
@@ -249,12 +259,15 @@ def _loopback_listener(port: int, forward_fd: int) -> None:
 
 
 def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, network: bool = False,
-              forward_port: int | None = None, forward_fd: int | None = None) -> dict[str, str]:
+              forward_port: int | None = None, forward_fd: int | None = None,
+              exec_next: bool = False) -> dict[str, str]:
     """Apply the layers of the module docstring to the calling process; return those that took effect.
 
     ``workdir`` is the private temporary folder (the only place the process may write);
     ``network=True`` keeps the host's network namespace; ``forward_port`` and ``forward_fd``: see
-    `_loopback_listener` (an LLM endpoint the user named, reached through the worker)."""
+    `_loopback_listener` (an LLM endpoint the user named, reached through the worker).
+    ``exec_next``: the caller executes another program next (an artifact's recipe), which keeps
+    the right to read any file as an ambient capability; every layer survives the exec."""
     layers: dict[str, str] = {}
     if not sys.platform.startswith("linux"):
         return {"platform": f"{sys.platform}: no kernel layers (only the separate process)"}
@@ -289,6 +302,8 @@ def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, networ
 
     if root:
         _drop_to(AGENT_UID)
+        if exec_next:
+            _keep_reading_across_exec()
         layers["privileges"] = f"dropped to uid {AGENT_UID}, only CAP_DAC_READ_SEARCH (reads any file)"
     else:
         if userns:
