@@ -330,3 +330,33 @@ def test_a_rerun_must_bring_back_the_llm_use_the_proxy_counted():
         "LLM counts (submitted {'calls': 18, 'prompt_tokens': 20, 'completion_tokens': 36}, "
         "re-run {'calls': 18, 'prompt_tokens': 2041, 'completion_tokens': 36})"]
     assert _differences(dict(sub, digest="x", length=21), again, False) == ["length", "digest"]
+
+
+def test_the_reruns_timeouts_come_from_the_submission_within_bounds():
+    from polar_bench.leaderboard.verify import rerun_timeout
+
+    assert rerun_timeout(60.0, "step_timeout") == 60.0
+    assert rerun_timeout(5.0, "step_timeout") == 60.0          # never tighter than evaluate's default
+    assert rerun_timeout(300.0, "step_timeout") == 300.0       # a slow LLM agent's own setting
+    for unbounded in (None, 1e12, float("inf"), float("nan"), -1.0, 0, True, "60"):
+        assert rerun_timeout(unbounded, "step_timeout") == 600.0, unbounded
+    assert rerun_timeout(None, "episode_timeout") == 21600.0 and rerun_timeout(7200, "episode_timeout") == 7200.0
+
+
+def test_an_agent_that_hangs_in_the_rerun_cannot_hang_verify(tmp_path, monkeypatch):
+    """A submission made with no step timeout (evaluate --step-timeout 0) whose agent never answers
+    when re-run: verify ends the episode at its own cap and records a mismatch."""
+    verify_module = importlib.import_module("polar_bench.leaderboard.verify")
+
+    agent = tmp_path / "hangs.py"
+    agent.write_text("import time\n\n\ndef make_agent(task_info, run):\n    return Agent()\n\n\n"
+                     "class Agent:\n    def reset(self, seed):\n        pass\n\n"
+                     "    def act(self, observation, info):\n        time.sleep(1e6)\n")
+    data = json.loads(RANDOM_RESULTS.read_text())
+    data["agent"]["sha256"] = hashlib.sha256(agent.read_bytes()).hexdigest()
+    data["config"]["step_timeout"] = None
+    monkeypatch.setitem(verify_module.TIMEOUTS, "step_timeout", (1.0, 2.0))
+    record, _ = verify(write_json(tmp_path / "r.json", data), agent, 1, seed=0, tasks=CARTPOLE, workers=1,
+                       leaderboard=None, allow_weaker=True, progress=False)
+    [row] = record["episodes"]
+    assert not record["passed"] and row["rerun_status"] == "timeout"

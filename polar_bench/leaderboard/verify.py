@@ -59,6 +59,18 @@ __all__ = ["verify", "required_sample", "catch_probability", "draw_sample", "STO
 
 STOCHASTIC_TOLERANCE = 0.05  # normalized-score units, per episode
 DEFAULT_GUARANTEE = (0.05, 0.99)  # (fraction of episodes altered, probability that one is re-run)
+# The re-run's timeouts, in seconds: at least evaluate's defaults, at least what the submission used
+# (its episodes finished within them), never more than the cap, also when it used none: the file is
+# the submitter's, and an agent that hangs must not hang the verifier.
+TIMEOUTS = {"step_timeout": (60.0, 600.0), "episode_timeout": (1800.0, 21600.0)}
+
+
+def rerun_timeout(submitted: object, key: str) -> float:
+    """The re-run's ``key`` (`TIMEOUTS`) for a submission that used ``submitted`` (None: none)."""
+    default, cap = TIMEOUTS[key]
+    ok = isinstance(submitted, (int, float)) and not isinstance(submitted, bool) and math.isfinite(submitted) \
+        and submitted > 0
+    return min(max(float(submitted), default), cap) if ok else cap  # type: ignore[arg-type]
 
 
 @dataclass
@@ -254,7 +266,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         cfg = _SampleConfig(
             suite=suite, agent_path=str(agent_path), out=str(Path(tmp) / "rerun.json"), tasks=chosen_tasks,
             runs=1 + max(k[1] for k in keys), workers=max(1, min(workers or 2, len(keys))),
-            step_timeout=config.get("step_timeout", 60.0), episode_timeout=config.get("episode_timeout", 1800.0),
+            step_timeout=rerun_timeout(config.get("step_timeout", 60.0), "step_timeout"),
+            episode_timeout=rerun_timeout(config.get("episode_timeout", 1800.0), "episode_timeout"),
             progress=progress, command=f"verify {results_path} --seed {seed}", sample=keys, in_process=False,
             agent_threads=threads,
             llm_upstream=llm_upstream, llm_budget=dict(suite.llm) if suite.llm else None)
