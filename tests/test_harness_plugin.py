@@ -184,3 +184,8 @@ def test_return_bounds_narrowed_by_a_family():
     h = polar_bench.make("gym/MountainCar-v0")
     assert h.return_bounds(200) == (-200.0, 0.0)
     h.close()
+    coinrun, bigfish = polar_bench.make("procgen/coinrun"), polar_bench.make("procgen/bigfish")
+    assert coinrun.return_bounds(1000) == (0.0, 10.0)        # one goal bonus per episode
+    assert bigfish.return_bounds(1000) == (0.0, float("inf"))  # fish can be eaten again and again
+    coinrun.close()
+    bigfish.close()

@@ -146,9 +146,10 @@ def test_bounds_impossible_returns_and_lengths():
     data["episodes"][cheetah]["return"] = 1000.5                    # DMC: [0, 1] per step, 1000 steps
     data["episodes"][coinrun]["length"] = 1001                      # past the step limit
     data["episodes"][coinrun + 1]["return"] = -0.5                  # coinrun never pays less than 0
+    data["episodes"][coinrun + 2]["return"] = 20.0                  # ... nor more than its goal's 10
     found = problems_of(data, "bounds")
     assert [p.where.split(" ")[0] for p in found] == [
-        f"episodes/{i}" for i in sorted((cart, synth, cheetah, coinrun, coinrun + 1))]
+        f"episodes/{i}" for i in sorted((cart, synth, cheetah, coinrun, coinrun + 1, coinrun + 2))]
     text = messages(found)
     assert "return 1e+308 is impossible: an episode of 12 steps of gym/CartPole-v1 returns 0 to 12" in text
     assert "an episode of 1000 steps of babyai/Synth" not in text and "babyai/Synth returns 0 to 1 " in text

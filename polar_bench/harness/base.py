@@ -96,8 +96,8 @@ class Harness(gymnasium.Env):
 
     family: ClassVar[str] = ""
     #: (least, greatest) return of one whole episode where the family knows a bound tighter than
-    #: the per-step range times the length (`return_bounds`).
-    episode_return_range: ClassVar[tuple[float, float]] = (-np.inf, np.inf)
+    #: the per-step range times the length (`return_bounds`); a family may set it per task.
+    episode_return_range: tuple[float, float] = (-np.inf, np.inf)
     metadata: dict[str, Any] = {"render_modes": []}
     task_info: TaskInfo
 

@@ -233,6 +233,13 @@ class _StateLayout:
         return state[:a0 - 4] + empty + state[a1:b0 - 4] + empty + state[b1:]
 
 
+#: Games whose only reward is one bonus on reaching the goal, which ends the episode, so that an
+#: episode returns 0 or the bonus (openai/procgen src/games/*.cpp: coinrun, jumper, leaper, ninja
+#: GOAL_REWARD, maze REWARD, heist COMPLETION_BONUS, each 10; every other game pays for events that
+#: can repeat).
+GOAL_ONLY = {"coinrun": 10.0, "heist": 10.0, "jumper": 10.0, "leaper": 10.0, "maze": 10.0, "ninja": 10.0}
+
+
 class ProcgenHarness(Harness):
     """Harness over one Procgen game (``procgen/coinrun``, ...); see the module docstring."""
 
@@ -322,6 +329,8 @@ class ProcgenHarness(Harness):
             native_id=f"procgen-{name}-v0",
             options=recorded,
         )
+        if name in GOAL_ONLY:
+            self.episode_return_range = (0.0, GOAL_ONLY[name])
         self._finish_setup(info)
 
     # ----------------------------------------------------------------- hooks
