@@ -189,3 +189,6 @@ def test_return_bounds_narrowed_by_a_family():
     assert bigfish.return_bounds(1000) == (0.0, float("inf"))  # fish can be eaten again and again
     coinrun.close()
     bigfish.close()
+    stairs = polar_bench.make("nethack/Staircase")
+    assert stairs.return_bounds(1000) == (-10.0, 1.0)  # penalties, then at most the goal's 1
+    stairs.close()

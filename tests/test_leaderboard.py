@@ -248,8 +248,9 @@ def test_verify_reproduces_the_random_baseline_exactly(random_board, capsys):
 def test_verify_detects_tampered_returns(tmp_path, capsys):
     data = json.loads(RANDOM_RESULTS.read_text())
     for ep in data["episodes"]:
-        if ep["task"] == "gym/CartPole-v1":
-            ep["return"] += 50.0  # claims better returns than the agent gets
+        if ep["task"] == "gym/CartPole-v1":  # claims better returns than the agent gets, and so that the
+            ep["return"] += 50.0                # bounds check cannot tell (CartPole pays 1 a step), longer
+            ep["length"] += 50                  # episodes: only a re-run finds it
     path = write_json(tmp_path / "tampered.json", data)
     lb = tmp_path / "lb"
     assert main(["submit", path, "--leaderboard", str(lb)]) == 0

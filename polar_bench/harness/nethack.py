@@ -326,6 +326,10 @@ class NetHackHarness(Harness):
             native_id=f"NetHack{name}-v0",
             options=recorded,
         )
+        if name in ("Staircase", "StaircasePet", "Oracle"):
+            # NLE pays 1 (plus the step's time penalty, <= 0) on the step that reaches the goal, which
+            # ends the episode, and only penalties before it (nle.env.tasks, _reward_fn)
+            self.episode_return_range = (-np.inf, 1.0)
         self._finish_setup(info)
 
     def _adopt(self, env: Any, keys: tuple[str, ...], fixed_levels: bool) -> dict[str, Any]:
