@@ -46,6 +46,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -180,8 +181,33 @@ def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
                MPLCONFIGDIR=str(workdir / "home"), PYTHONDONTWRITEBYTECODE="1")
     cfg = {"workdir": str(workdir), "cwd": str(cwd), "env": env, "memory_mb": memory_mb,
            "max_processes": max_processes}
-    return subprocess.run([sys.executable, "-c", _LAUNCHER, json.dumps(cfg), *command], cwd=workdir,
-                          capture_output=True, text=True, start_new_session=True)
+    args = [sys.executable, "-c", _LAUNCHER, json.dumps(cfg), *command]
+    # output to files, not pipes: a process it leaves behind holding a pipe would block the reading
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(args, cwd=workdir, stdout=out, stderr=err, start_new_session=True)
+        try:
+            proc.wait()
+        finally:
+            # whatever it left running (seccomp keeps every process it starts in its group) ends with
+            # it, before its file is read: nothing can swap the file afterwards
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+        return subprocess.CompletedProcess(args, proc.returncode, _head_and_tail(out), _head_and_tail(err))
+
+
+def _head_and_tail(stream: Any, head: int = 4096, tail: int = 60_000) -> str:
+    """What a recipe printed, at most ``head + tail`` bytes of it (its first line names the
+    layers; the last ones say why it failed)."""
+    size = stream.seek(0, os.SEEK_END)
+    stream.seek(0)
+    if size <= head + tail:
+        return stream.read().decode("utf-8", "replace")
+    first = stream.read(head).decode("utf-8", "replace")
+    stream.seek(size - tail)
+    return f"{first}\n[... {size - head - tail} bytes left out ...]\n{stream.read().decode('utf-8', 'replace')}"
 
 
 def _layers(stderr: str) -> dict:
@@ -213,12 +239,12 @@ def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None])
     cwd = (manifest.folder / str(recipe.get("cwd", "."))).resolve()
     log(f"rebuilding {artifact.path} ({recipe.get('about', artifact.recipe)}), locked down: {' '.join(command)}")
     done = run_recipe(command, cwd, workdir)
-    if done.returncode != 0 or not out.is_file() or out.is_symlink():
+    if done.returncode != 0 or out.parent.is_symlink() or out.is_symlink() or not out.is_file():
         shutil.rmtree(workdir, ignore_errors=True)
         lines = [line for line in (done.stderr or done.stdout).strip().splitlines()
                  if not line.startswith(_LAYERS_LINE)]
         why = (f"exit code {done.returncode}: {lines[-1][:300]}" if lines else f"exit code {done.returncode}") \
-            if done.returncode != 0 else "it wrote no file at {path}"
+            if done.returncode != 0 else "it wrote no regular file at {path}"
         raise ArtifactError(f"{target} is missing and its rebuild failed ({why}); the recipe runs locked down "
                             f"(no network, writes only to {{path}}, HOME and TMPDIR): run '{' '.join(command)}' "
                             f"in {cwd} to see why")

@@ -214,6 +214,9 @@ attempt("write_outside", lambda: pathlib.Path(outside).write_bytes(b"planted"))
 attempt("connect", lambda: socket.create_connection(("127.0.0.1", int(port)), timeout=2).close())
 attempt("kill", lambda: os.kill(int(victim), signal.SIGKILL))
 tried["secret"] = os.environ.get("POLAR_BENCH_TEST_SECRET")
+import subprocess, time  # a process left behind, holding the output pipe: it must not keep verify waiting
+tried["left_behind"] = subprocess.Popen(["sleep", "300"], start_new_session=True).pid
+print("x" * 200_000)  # a flood of output: only its head and tail are kept
 tried["home"] = os.environ["HOME"]
 pathlib.Path(out).write_text(json.dumps(tried))
 """
@@ -248,6 +251,8 @@ def test_a_recipe_runs_locked_down_and_only_its_file_comes_out(tmp_path, monkeyp
     assert tried["write_target"] != "done" and tried["write_outside"] != "done" and not outside.exists()
     assert tried["connect"] != "done" and tried["kill"] != "done"
     assert tried["secret"] is None and tried["home"].startswith(tempfile.gettempdir())
+    left = Path(f"/proc/{tried['left_behind']}/status")
+    assert not left.exists() or "State:\tZ" in left.read_text(), "a process the recipe left behind still runs"
     assert not (agent.parent / "run0.bin").exists()
     assert not list(Path(tempfile.gettempdir()).glob("polar_bench_rebuild_*/out/run0.bin")), "its folder is removed"
 
