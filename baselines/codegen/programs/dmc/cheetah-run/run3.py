@@ -1,0 +1,13 @@
+# polar_bench codegen: dmc/cheetah-run run 3 (LLM seed 3, 3 candidates x 2 rounds, training mean 35.61354000147335)
+def clip(v):
+    return max(-1.0, min(1.0, v))
+
+def act(observation):
+    position_0, position_1, position_2, position_3, position_4, position_5, position_6, position_7, velocity_0, velocity_1, velocity_2, velocity_3, velocity_4, velocity_5, velocity_6, velocity_7, velocity_8 = [float(v) for v in observation]
+    a0 = -1.5 * velocity_0 + 0.3 * velocity_1
+    a1 = -1.5 * velocity_2 + 0.3 * velocity_3
+    a2 = -1.5 * velocity_4 + 0.3 * velocity_5
+    a3 = -1.5 * velocity_6 + 0.3 * velocity_7
+    a4 = -1.5 * velocity_8
+    a5 = -1.5 * velocity_1 + 0.3 * velocity_3
+    return [clip(a0), clip(a1), clip(a2), clip(a3), clip(a4), clip(a5)]
