@@ -1,0 +1,14 @@
+# polar_bench codegen: babyai/Synth run 3 (LLM seed 3, 3 candidates x 2 rounds, training mean 0.0)
+t = 0
+
+
+def reset(seed):
+    global t
+    t = 0
+
+
+def act(observation):
+    global t
+    t += 1
+    actions = [1, 1, 2, 2]
+    return actions[t % len(actions)]
