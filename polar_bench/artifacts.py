@@ -73,7 +73,7 @@ import json, os, sys
 cfg = json.loads(sys.argv[1])
 from polar_bench.evaluate.lockdown import lock_down
 layers = lock_down(cfg["workdir"], memory_mb=cfg["memory_mb"], max_processes=cfg["max_processes"], exec_next=True)
-print("polar_bench recipe layers: " + json.dumps(layers), file=sys.stderr, flush=True)
+print(cfg["layers_line"] + json.dumps(layers), file=sys.stderr, flush=True)
 os.chdir(cfg["cwd"])
 os.execvpe(sys.argv[2], sys.argv[2:], cfg["env"])
 """
@@ -180,7 +180,7 @@ def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
     env.update(HOME=str(workdir / "home"), TMPDIR=str(workdir / "tmp"), XDG_CACHE_HOME=str(workdir / "home"),
                MPLCONFIGDIR=str(workdir / "home"), PYTHONDONTWRITEBYTECODE="1")
     cfg = {"workdir": str(workdir), "cwd": str(cwd), "env": env, "memory_mb": memory_mb,
-           "max_processes": max_processes}
+           "max_processes": max_processes, "layers_line": _LAYERS_LINE}
     args = [sys.executable, "-c", _LAUNCHER, json.dumps(cfg), *command]
     # output to files, not pipes: a process it leaves behind holding a pipe would block the reading
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

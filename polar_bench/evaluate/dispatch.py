@@ -401,6 +401,11 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
     # and a journalled env_error would stay in the results after the fix (resume skips journalled episodes).
     # Once a worker finishes an episode, the environments do start: the held records are journalled.
     held: list[dict] = []
+
+    def journal_held() -> None:
+        while held:
+            record(held.pop(0))
+
     fatal = None
     while (queue or retry or inflight) and fatal is None:
         while idle and (retry or queue):
@@ -423,8 +428,7 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                 inflight[i] = (batch, time.monotonic())  # progress: the backstop counts from here
                 for rec in reply["records"]:
                     record(rec)
-                while held:
-                    record(held.pop(0))
+                journal_held()
                 continue
             batch, _t0 = inflight.pop(i)
             if reply is None:
@@ -449,8 +453,7 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                 fatal = records[0]["fatal"]
                 break
             startup_deaths = 0
-            while held:
-                record(held.pop(0))
+            journal_held()
             on_reply(reply)
             for rec in records:  # Ray actors answer with the whole batch at its end
                 record(rec)
@@ -469,6 +472,5 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                         rec = _lost_unit(cfg, unit, attempt, True, "", retry)
                         if rec is not None:
                             record(rec)
-    while held:  # the evaluation went on after them: the environments start
-        record(held.pop(0))
+    journal_held()  # the evaluation went on after them: the environments start
     return fatal

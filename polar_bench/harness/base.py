@@ -46,7 +46,8 @@ from ..errors import (
 )
 from ..task_info import TaskInfo
 
-__all__ = ["Harness", "COMMON_OPTIONS", "REWARD_TOLERANCE", "check_common_options", "keyword_parameters"]
+__all__ = ["Harness", "COMMON_OPTIONS", "REWARD_TOLERANCE", "reward_slack", "check_common_options",
+           "keyword_parameters"]
 
 _SEED_BOUND = 2**31 - 1
 
@@ -58,7 +59,8 @@ REWARD_TOLERANCE = 1e-6
 _H = TypeVar("_H", bound="Harness")
 
 
-def _slack(bound: float) -> float:
+def reward_slack(bound: float) -> float:
+    """How far past a finite reward or return ``bound`` a value may fall and still be within it."""
     return REWARD_TOLERANCE * max(1.0, abs(bound)) if np.isfinite(bound) else 0.0
 
 
@@ -131,7 +133,7 @@ class Harness(gymnasium.Env):
         self.action_space = info.action_space
         self._max_steps = int(info.max_episode_steps) or 0
         lo, hi = (float(b) for b in info.reward_range)
-        self._reward_lo, self._reward_hi = lo - _slack(lo), hi + _slack(hi)
+        self._reward_lo, self._reward_hi = lo - reward_slack(lo), hi + reward_slack(hi)
         if isinstance(info.action_space, spaces.Box):
             self._continuous = True
             native = native_action_space if native_action_space is not None else info.action_space

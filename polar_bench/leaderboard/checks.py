@@ -331,10 +331,10 @@ def _task_limits(suite_hash: str, task_id: str) -> _Limits | str:
 
 
 def _within(value: float, lo: float, hi: float) -> bool:
-    from ..harness.base import REWARD_TOLERANCE
+    """Within [lo, hi] with the slack the harness allows a step's reward (`reward_slack`)."""
+    from ..harness.base import reward_slack
 
-    slack = REWARD_TOLERANCE * max(1.0, abs(value))
-    return lo - slack <= value <= hi + slack
+    return lo - reward_slack(lo) <= value <= hi + reward_slack(hi)
 
 
 def _check_bounds(ctx: _Context) -> None:

@@ -157,14 +157,7 @@ def _compare(e: dict, again: dict, deterministic: bool, tolerance: float,
         return by, None, False
     if by == "tolerance":
         return by, diff, diff <= tolerance
-    same = again["return"] == e["return"] and again["length"] == e["length"]
-    if "harness" in e:
-        same = same and again.get("harness") == e["harness"]
-    if by == "digest":
-        same = same and again.get("digest") == e["digest"]
-    if _llm_compared(again, llm_counted):
-        same = same and _llm_counts(e) == _llm_counts(again)
-    return by, diff, same
+    return by, diff, not _differences(e, again, llm_counted)
 
 
 def _llm_compared(again: dict, llm_counted: bool) -> bool:
@@ -172,8 +165,11 @@ def _llm_compared(again: dict, llm_counted: bool) -> bool:
 
 
 def _differences(e: dict, again: dict, llm_counted: bool) -> list[str]:
-    """What a deterministic agent's re-run brought back differently (for the mismatch lines)."""
-    out = [k for k in ("return", "length", "digest") if k in e and again.get(k) != e[k]]
+    """What a deterministic agent's re-run brought back differently: the return, the length, the
+    digest (when the submission has one), the harness record (likewise) and the proxy's LLM counts."""
+    out = [k for k in ("return", "length") if again.get(k) != e[k]]
+    if e.get("digest") is not None and again.get("digest") != e["digest"]:
+        out.append("digest")
     if "harness" in e and again.get("harness") != e["harness"]:
         out.append("harness record")
     if _llm_compared(again, llm_counted) and _llm_counts(e) != _llm_counts(again):
