@@ -70,3 +70,22 @@ def test_out_dir_flag_overrides_the_experiment_and_a_bad_suite_stops_the_sweep_f
     with pytest.raises(SuiteError, match="unknown suite 'v1x'"):
         sweep.main([str(typo)])
     assert not (tmp_path / "typo").exists()
+
+
+def test_skip_existing_starts_seed_by_seed_or_with_by_task_task_by_task(tmp_path, monkeypatch):
+    data = json.loads(json.dumps(EXPERIMENT))
+    data["harnesses"].append({"type": "gymnasium", "env_id": "Acrobot-v1", "num_parallel": 2})
+    data["agent"]["out_dir"] = str(tmp_path / "out")
+    path = tmp_path / "two.yaml"
+    path.write_text(yaml.safe_dump(data))
+    started: list[list[tuple[str, int]]] = []
+
+    def record(configs, backend, workers, address):
+        started.append([(c.task, c.seed) for c in configs])
+        return []
+
+    monkeypatch.setattr(sweep, "run_sweep", record)
+    sweep.main([str(path), "--skip-existing"])
+    sweep.main([str(path), "--skip-existing", "--by-task"])
+    cp, ac = "gym/CartPole-v1", "gym/Acrobot-v1"
+    assert started == [[(cp, 0), (ac, 0), (cp, 1), (ac, 1)], [(cp, 0), (cp, 1), (ac, 0), (ac, 1)]]

@@ -1,7 +1,7 @@
 """PPO training sweeps over (task, seed): every run of an experiment file, in parallel.
 
     python -m baselines.ppo.sweep baselines/ppo/experiments/example.yaml [--backend local|ray]
-        [--address auto|ray://HOST:PORT] [--workers N] [--out-dir DIR]
+        [--address auto|ray://HOST:PORT] [--workers N] [--out-dir DIR] [--skip-existing [--by-task]]
 
 Each (harness, seed) of the experiment is one `train()` call, run in a spawned worker process
 (``local``) or as a Ray task (``ray``, one CPU each; Ray retries a task whose worker or node dies).
@@ -118,12 +118,17 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--skip-existing", action="store_true", help="leave out the runs whose checkpoint is already in "
                    "the output folder (a sweep cut short, continued later), and start the rest seed by seed, so "
                    "that a sweep stopped early has whole seeds done")
+    p.add_argument("--by-task", action="store_true", help="with --skip-existing: start the runs task by task, in "
+                   "the file's order, instead (every seed of a task done before the next task starts: what "
+                   "baselines/ppo/stage_v2_atari.sh needs to evaluate each game as soon as its runs exist)")
     args = p.parse_args(argv)
     defaults = _distributed_defaults(args.experiment)
     configs = configs_from_args(["--config", args.experiment]
                                 + (["--out-dir", args.out_dir] if args.out_dir else []))
     if args.skip_existing:
-        todo = sorted((c for c in configs if not checkpoint_file(c).is_file()), key=lambda c: c.seed)
+        todo = [c for c in configs if not checkpoint_file(c).is_file()]  # the file's order: task by task
+        if not args.by_task:
+            todo.sort(key=lambda c: c.seed)  # stable: within a seed, the file's order
         print(json.dumps({"skipped_existing": len(configs) - len(todo), "to_train": len(todo)}), flush=True)
         configs = todo
         if not configs:
