@@ -25,7 +25,9 @@ so that `verify` rebuilds only what its sample plays; one without them is always
 in ``cwd`` (relative to the manifest's folder). ``{path}`` is where the command must write the file:
 not the artifact's place, but a file in a private folder of the rebuild (below). ``sha256`` may be
 ``null`` for an artifact whose rebuild has not been pinned yet: such an artifact is reported, never
-trusted.
+trusted. ``built_on`` (optional, a string such as `machine_description` gives) names the machine whose
+rebuild gave the pinned bytes: a retrain is bit-for-bit only on a like machine (another CPU's kernels
+round differently), so when a rebuild here gives other bytes the error says where to verify instead.
 
 `ensure_artifacts` runs in the trusted process before any agent code: every needed artifact that
 exists is hashed and must equal its ``sha256``; a missing one is rebuilt by its recipe and must then
@@ -44,6 +46,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -58,7 +61,7 @@ from typing import Any
 from .errors import UserError
 
 __all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "load_manifest", "ensure_artifacts",
-           "file_sha256", "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES"]
+           "file_sha256", "machine_description", "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES"]
 
 MANIFEST_NAME = "artifacts.json"
 MANIFEST_FORMAT = 1
@@ -92,6 +95,7 @@ class Artifact:
     run: int | None = None
     bytes: int | None = None
     tasks: tuple[str, ...] | None = None
+    built_on: str | None = None
 
     def needed_by(self, units: Iterable[tuple[str, int]] | None) -> bool:
         """Whether any of these (task, run) pairs plays with this artifact (None: every pair)."""
@@ -117,6 +121,31 @@ def file_sha256(path: str | Path) -> str:
         for block in iter(lambda: fh.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def machine_description() -> str:
+    """This machine as far as a rebuild's bits depend on it: the CPU (model, family and model numbers, the
+    widest SIMD it has), e.g. ``"AMD EPYC, x86_64 family 23 model 49, AVX2 (no AVX-512)"``."""
+    info: dict[str, str] = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if not key:
+                    break  # the first processor's block is enough
+                info.setdefault(key, value.strip())
+    except OSError:
+        pass
+    name = info.get("model name") or platform.processor() or "unknown CPU"
+    parts = [name]
+    if "cpu family" in info:
+        parts.append(f"{platform.machine()} family {info['cpu family']} model {info.get('model', '?')}")
+    flags = set(info.get("flags", "").split())
+    if flags:
+        parts.append("AVX-512" if "avx512f" in flags else "AVX2 (no AVX-512)" if "avx2" in flags
+                     else "no AVX2")
+    return ", ".join(parts)
 
 
 def _bad(path: Path, what: str) -> ArtifactError:
@@ -154,11 +183,13 @@ def load_manifest(agent_path: str | Path) -> Manifest | None:
         recipe = a.get("recipe")
         if recipe is not None and recipe not in recipes:
             raise _bad(path, f"artifacts[{i}].recipe {recipe!r} is not one of the recipes {sorted(recipes)}")
-        run, users = a.get("run"), a.get("tasks")
+        run, users, built_on = a.get("run"), a.get("tasks"), a.get("built_on")
         if users is not None and not (isinstance(users, list) and all(isinstance(t, str) for t in users)):
             raise _bad(path, f"artifacts[{i}].tasks must be a list of task ids")
+        if built_on is not None and not isinstance(built_on, str):
+            raise _bad(path, f"artifacts[{i}].built_on must be a string or null")
         artifacts.append(Artifact(a["path"], sha, recipe, a.get("task"), None if run is None else int(run),
-                                  a.get("bytes"), None if users is None else tuple(users)))
+                                  a.get("bytes"), None if users is None else tuple(users), built_on))
     return Manifest(folder, tuple(artifacts), recipes)
 
 
@@ -291,8 +322,11 @@ def ensure_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | 
         if sha != artifact.sha256:
             fix = "delete it so that it is rebuilt, or restore the original"
             if how == "rebuilt":
-                fix = (f"the rebuild is not bit-for-bit reproducible on this machine (kept as {target.name}.rejected); "
-                       "the entry cannot be verified here")
+                where = (f"the pinned file was built on: {artifact.built_on}" if artifact.built_on
+                         else "the manifest does not say where the pinned file was built")
+                fix = (f"the rebuild is not bit-for-bit reproducible on this machine ({machine_description()}; "
+                       f"{where}; kept as {target.name}.rejected); the entry cannot be verified here: verify "
+                       f"on a machine like the one that built it")
             raise ArtifactError(f"{target}: SHA-256 {sha[:16]}... differs from the manifest's "
                                 f"{artifact.sha256[:16]}... ({how}); {fix}")
         rows.append({"path": artifact.path, "sha256": sha, "status": how,

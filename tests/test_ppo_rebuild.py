@@ -7,7 +7,7 @@ import json
 import pytest
 
 from baselines.ppo.rebuild import adopt, canonical_bytes, manifest
-from polar_bench.artifacts import ArtifactError, ensure_artifacts
+from polar_bench.artifacts import ArtifactError, ensure_artifacts, machine_description
 
 torch = pytest.importorskip("torch")  # rebuild imports torch only when it runs
 
@@ -86,8 +86,16 @@ def test_rewriting_the_manifest_keeps_the_pins_of_rebuildable_checkpoints_absent
         (ckpt / task).mkdir(parents=True)
         (ckpt / task / "run0.json").write_text("{}")
     (ckpt / "atari/Pong/run0.pt").write_bytes(b"new weights")
-    before = {"artifacts": [{"path": "checkpoints/procgen/coinrun/run0.pt", "sha256": "ab" * 32, "bytes": 7}]}
+    before = {"artifacts": [{"path": "checkpoints/procgen/coinrun/run0.pt", "sha256": "ab" * 32, "bytes": 7,
+                             "built_on": "the pinning CPU"},
+                            {"path": "checkpoints/atari/Pong/run0.pt", "sha256": "cd" * 32, "bytes": 11,
+                             "built_on": "the pinning CPU"}]}
     rows = {a["task"]: a for a in manifest(ckpt, "checkpoints/", previous=before)["artifacts"]}
     assert (rows["procgen/coinrun"]["sha256"], rows["procgen/coinrun"]["bytes"]) == ("ab" * 32, 7)
+    assert rows["procgen/coinrun"]["built_on"] == "the pinning CPU"     # still the pinned bytes
     assert rows["atari/Pong"]["sha256"] and rows["atari/Pong"]["recipe"] == "retrain"
+    assert rows["atari/Pong"]["built_on"] == machine_description()       # new bytes, made here
+    before["artifacts"][1]["sha256"] = rows["atari/Pong"]["sha256"]
+    again = {a["task"]: a for a in manifest(ckpt, "checkpoints/", previous=before)["artifacts"]}
+    assert again["atari/Pong"]["built_on"] == "the pinning CPU"          # the same bytes keep their origin
     assert {a["task"]: a for a in manifest(ckpt, "checkpoints/")["artifacts"]}["procgen/coinrun"]["sha256"] is None

@@ -7,6 +7,7 @@ import importlib
 import itertools
 import json
 import math
+import platform
 import shutil
 import sys
 import tempfile
@@ -17,7 +18,7 @@ import numpy as np
 import pytest
 from test_leaderboard_fixtures import valid_results, write_json
 
-from polar_bench.artifacts import ArtifactError, ensure_artifacts
+from polar_bench.artifacts import ArtifactError, ensure_artifacts, machine_description
 from polar_bench.cli import main
 from polar_bench.leaderboard import check_submission, load_entries, verify
 from polar_bench.leaderboard.verify import _compare, catch_probability, draw_sample, required_sample
@@ -194,9 +195,31 @@ def test_a_missing_artifact_is_rebuilt_and_checked_then_a_changed_one_is_refused
 def test_a_rebuild_that_does_not_reproduce_the_file_is_set_aside(tmp_path):
     agent = _agent_with_manifest(tmp_path, {"format": 1, "recipes": {"write": {"command": WRITE}}, "artifacts": [
         {"path": "run0.bin", "sha256": "0" * 64, "recipe": "write"}]})
-    with pytest.raises(ArtifactError, match="not bit-for-bit reproducible"):
+    with pytest.raises(ArtifactError, match="not bit-for-bit reproducible") as err:
         ensure_artifacts(agent, None, log=lambda _: None)
     assert not (agent.parent / "run0.bin").exists() and (agent.parent / "run0.bin.rejected").is_file()
+    # the error names this machine, and where the pinned file was built when the manifest says so
+    assert machine_description() in str(err.value) and "does not say where the pinned file was built" in str(err.value)
+    (agent.parent / "run0.bin.rejected").unlink()
+    pinned_on = "Some CPU, x86_64 family 25 model 17, AVX-512"
+    (agent.parent / "artifacts.json").write_text(json.dumps({"format": 1, "recipes": {"write": {"command": WRITE}},
+        "artifacts": [{"path": "run0.bin", "sha256": "0" * 64, "recipe": "write", "built_on": pinned_on}]}))
+    with pytest.raises(ArtifactError, match=f"built on: {pinned_on}; .* verify on a machine like the one"):
+        ensure_artifacts(agent, None, log=lambda _: None)
+    (agent.parent / "artifacts.json").write_text(json.dumps({"format": 1, "recipes": {}, "artifacts": [
+        {"path": "run0.bin", "sha256": "0" * 64, "built_on": 25}]}))
+    with pytest.raises(ArtifactError, match=r"built_on must be a string or null"):
+        ensure_artifacts(agent, None, log=lambda _: None)
+
+
+def test_machine_description_names_the_cpu_and_its_widest_simd():
+    text = machine_description()
+    assert text and "\n" not in text
+    if Path("/proc/cpuinfo").is_file() and platform.machine() == "x86_64":
+        flags = next(line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags"))
+        assert " family " in text and " model " in text
+        assert text.endswith("AVX-512" if " avx512f" in flags else "AVX2 (no AVX-512)" if " avx2" in flags
+                             else "no AVX2")
 
 
 HOSTILE_RECIPE = """

@@ -141,7 +141,7 @@ def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None
     ``shared`` maps a checkpoint's task to every task whose episodes play it (default: its own).
     ``previous`` is the manifest being replaced: a git-ignored checkpoint absent from this disk keeps
     the SHA-256 it pinned (a clone that never rebuilt it must not unpin it)."""
-    from polar_bench.artifacts import file_sha256
+    from polar_bench.artifacts import file_sha256, machine_description
 
     pinned = {r.get("path"): r for r in (previous or {}).get("artifacts", []) if isinstance(r, dict)}
     artifacts = []
@@ -160,6 +160,11 @@ def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None
                                   "run": run}
         if family in REBUILT:
             row["recipe"] = "retrain"
+            # where the pinned bytes came from: kept while they stay pinned, this machine for new ones
+            # (a retrain gives the same bits only on a like CPU; README, "Artifacts")
+            built_on = before.get("built_on") if row["sha256"] == before.get("sha256") else machine_description()
+            if built_on:
+                row["built_on"] = built_on
         if shared and task in shared:
             row["tasks"] = shared[task]
         artifacts.append(row)
