@@ -21,7 +21,13 @@ from test_leaderboard_fixtures import valid_results, write_json
 from polar_bench.artifacts import ArtifactError, ensure_artifacts, machine_description
 from polar_bench.cli import main
 from polar_bench.leaderboard import check_submission, load_entries, verify
-from polar_bench.leaderboard.verify import _compare, catch_probability, draw_sample, required_sample
+from polar_bench.leaderboard.verify import (
+    _compare,
+    bitwise_across_machines,
+    catch_probability,
+    draw_sample,
+    required_sample,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 RANDOM_RESULTS = ROOT / "baselines" / "random" / "results-v1.json"
@@ -80,8 +86,27 @@ def test_compare_by_digest_exact_or_tolerance():
     other_path = dict(same, digest="sha256:" + "b" * 64)  # same return, another trajectory
     assert _compare(sub, same, True, 0.0, 100.0) == ("digest", 0.0, True)
     assert _compare(sub, other_path, True, 0.0, 100.0) == ("digest", 0.0, False)
+    assert _compare(sub, dict(same, **{"return": 10.0 + 3e-15}), True, 0.0, 100.0)[::2] == ("digest", False)
+    # A family whose simulator is not bit for bit the same on every CPU (MuJoCo's): the same return (to
+    # 1e-9, relative) and length with other bits is a floating-point match...
+    assert _compare(sub, other_path, True, 0.0, 100.0, float_level_ok=True) == ("float", 0.0, True)
+    for off in (dict(other_path, **{"return": 10.0 + 3e-15}), dict(same, **{"return": 10.0 + 3e-15})):
+        assert _compare(sub, off, True, 0.0, 100.0, float_level_ok=True)[::2] == ("float", True)
+    # ... but not a return further off, another length, another harness record or other LLM counts
+    for off in (dict(other_path, **{"return": 10.0 + 1e-7}), dict(other_path, length=6)):
+        assert _compare(sub, off, True, 0.0, 100.0, float_level_ok=True)[::2] == ("digest", False)
+    assert _compare(dict(sub, harness={"success": True}), dict(other_path, harness={"success": False}),
+                    True, 0.0, 100.0, float_level_ok=True)[::2] == ("digest", False)
+    llm = {"source": "proxy", "calls": 2, "prompt_tokens": 40, "completion_tokens": 4}
+    assert _compare(dict(sub, llm=dict(llm, calls=1)), dict(other_path, llm=llm), True, 0.0, 100.0, "return",
+                    True, float_level_ok=True)[::2] == ("digest", False)
+    assert not bitwise_across_machines("dmc/cheetah-run") and not bitwise_across_machines("mujoco/Hopper-v5")
+    assert bitwise_across_machines("gym/CartPole-v1") and bitwise_across_machines("procgen/coinrun")
+    assert bitwise_across_machines("nosuchfamily/task")  # unknown: strict
     old = {"return": 10.0, "length": 5}  # a file made before digests
     assert _compare(old, other_path, True, 0.0, 100.0) == ("exact", 0.0, True)
+    assert _compare(old, dict(same, **{"return": 10.0 + 3e-15}), True, 0.0, 100.0, float_level_ok=True)[::2] \
+        == ("float", True)
     assert _compare(old, dict(same, length=6), True, 0.0, 100.0)[2] is False
     near = dict(other_path, **{"return": 14.0})
     assert _compare(sub, near, False, 0.05, 100.0) == ("tolerance", 0.04, True)
@@ -115,7 +140,8 @@ def test_default_sample_meets_the_guarantee_from_fresh_entropy_and_a_seed_redoes
     assert g["met"] and g["achieved_probability"] >= 0.99
     assert (first["tasks_covered"], first["tasks_total"], first["episodes_total"]) == (1, 38, 1770)  # --tasks said
     # An old file (no digests): returns and lengths compared, and the record says so.
-    assert first["passed"] and first["compared_by"] == {"digest": 0, "exact": first["sample"], "tolerance": 0}
+    assert first["passed"]
+    assert first["compared_by"] == {"digest": 0, "exact": first["sample"], "float": 0, "tolerance": 0}
     assert "no trajectory digest" in first["notes"][0]
     assert first["isolation"]["mode"] == "process"
     again, _ = verify(RANDOM_RESULTS, RANDOM_AGENT, tasks=CARTPOLE, seed=first["seed"], workers=1, leaderboard=None,

@@ -100,6 +100,10 @@ class Harness(gymnasium.Env):
     #: (least, greatest) return of one whole episode where the family knows a bound tighter than
     #: the per-step range times the length (`return_bounds`); a family may set it per task.
     episode_return_range: tuple[float, float] = (-np.inf, np.inf)
+    #: Whether the same seed and actions give the same bits on every CPU. False where the simulator's
+    #: compiled floating-point kernels depend on the CPU (MuJoCo: measured on DMC); `verify` then
+    #: accepts a re-run that differs only at floating-point level (`polar_bench.leaderboard.verify`).
+    bitwise_across_machines: ClassVar[bool] = True
     metadata: dict[str, Any] = {"render_modes": []}
     task_info: TaskInfo
 

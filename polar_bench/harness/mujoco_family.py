@@ -35,6 +35,7 @@ class MujocoHarness(GymHarness):
     """Harness over Gymnasium's MuJoCo v5 locomotion tasks (``mujoco/HalfCheetah-v5``, ...)."""
 
     family = "mujoco"
+    bitwise_across_machines = False  # MuJoCo's compiled kernels round differently on another CPU
 
     @staticmethod
     def task_names() -> list[str]:

@@ -26,6 +26,14 @@ The comparison, per episode (recorded as ``compared_by``):
   cost column shows).
 - ``exact``: a deterministic agent's episode without a digest (files made before digests existed):
   the same return and length, to the last bit.
+- ``float``: on a task whose harness family says its simulator is not bit for bit the same on every
+  CPU (``Harness.bitwise_across_machines``: False for MuJoCo's ``dmc/`` and ``mujoco/``), a
+  deterministic agent's episode that came back with the same length, harness record and LLM counts
+  and a return within `FLOAT_TOLERANCE` (relative), but another digest (or, without one, a return
+  that differs in its last bits): what another CPU's floating-point kernels give for the same
+  policy (measured: DMC episodes of the random and codegen v2 entries re-run on an AMD EPYC Zen 2,
+  returns equal or at most 7.1e-15 apart, digests different). It counts as a match, and the record's notes say
+  how many matched only so. Every other family must match bit for bit.
 - ``tolerance``: an agent that declares ``"deterministic": False``: ``|Δ return| / (high - low)`` at
   most ``tolerance`` (default `STOCHASTIC_TOLERANCE`, normalized-score units).
 """
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import functools
 import math
 import secrets
 import tempfile
@@ -141,8 +150,39 @@ def _llm_counts(record: dict) -> dict | None:
     return {k: llm.get(k) for k in LLM_COUNTS} if isinstance(llm, dict) else None
 
 
-def _compare(e: dict, again: dict, deterministic: bool, tolerance: float,
-             width: float, metric: str = "return", llm_counted: bool = False) -> tuple[str, float | None, bool]:
+# The largest relative difference of returns that is floating-point noise of another machine (a few
+# ulps accumulated over an episode), not a different trajectory: 1e-9 of a return is below any score's
+# printed precision, so a forger gains nothing inside it.
+FLOAT_TOLERANCE = 1e-9
+
+
+@functools.cache
+def bitwise_across_machines(task_id: str) -> bool:
+    """Whether the harness family of ``task_id`` gives the same bits on every CPU (its class's
+    ``bitwise_across_machines``; true for a family that cannot be loaded: the strict comparison)."""
+    from ..harness import _family
+
+    try:
+        factory = _family(task_id.split("/", 1)[0])
+    except Exception:  # noqa: BLE001 - an unknown family is compared strictly
+        return True
+    return getattr(factory, "bitwise_across_machines", True) is not False
+
+
+def _float_level(e: dict, again: dict, differences: list[str]) -> bool:
+    """Whether a deterministic re-run differs from its submission only at floating-point level: nothing
+    but the return and the digest differ, and the returns agree within `FLOAT_TOLERANCE` (relative)."""
+    if not differences or not set(differences) <= {"return", "digest"}:
+        return False
+    a, b = e.get("return"), again.get("return")
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) \
+            or not isinstance(b, (int, float)) or not (math.isfinite(a) and math.isfinite(b)):
+        return False
+    return abs(a - b) <= FLOAT_TOLERANCE * max(1.0, abs(a), abs(b))
+
+
+def _compare(e: dict, again: dict, deterministic: bool, tolerance: float, width: float, metric: str = "return",
+             llm_counted: bool = False, float_level_ok: bool = False) -> tuple[str, float | None, bool]:
     """(compared_by, normalized |Δ score|, match) for a submitted episode and its re-run. The score is
     the task's metric (its return, or a value of the harness record); the harness record the submission
     carries, if any, must also come back unchanged from a deterministic agent, and so must its LLM
@@ -157,7 +197,10 @@ def _compare(e: dict, again: dict, deterministic: bool, tolerance: float,
         return by, None, False
     if by == "tolerance":
         return by, diff, diff <= tolerance
-    return by, diff, not _differences(e, again, llm_counted)
+    differences = _differences(e, again, llm_counted)
+    if float_level_ok and _float_level(e, again, differences):
+        return "float", diff, True
+    return by, diff, not differences
 
 
 def _llm_compared(again: dict, llm_counted: bool) -> bool:
@@ -274,7 +317,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         again = by_key[(e["task"], e["run"], e["seed"])]
         spec = specs[e["task"]]
         by, diff, match = _compare(e, again, deterministic, tolerance, spec.high.value - spec.low.value,
-                                   spec.metric, llm_counted)
+                                   spec.metric, llm_counted, not bitwise_across_machines(e["task"]))
         rows.append({"task": e["task"], "run": e["run"], "seed": e["seed"], "compared_by": by,
                      "submitted_return": e["return"], "rerun_return": again.get("return"),
                      "submitted_length": e["length"], "rerun_length": again.get("length"),
@@ -285,11 +328,15 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
                      **({"differs": _differences(e, again, llm_counted)}
                         if not match and by != "tolerance" and again["status"] == "ok" else {})})
     matched = sum(r["match"] for r in rows)
-    counts = {k: sum(r["compared_by"] == k for r in rows) for k in ("digest", "exact", "tolerance")}
+    counts = {k: sum(r["compared_by"] == k for r in rows) for k in ("digest", "exact", "float", "tolerance")}
     notes = []
     if counts["exact"]:
         notes.append(f"{counts['exact']} submitted episode(s) carry no trajectory digest (a results file made "
                      "before digests existed): their returns and lengths were compared, not their trajectories")
+    if counts["float"]:
+        notes.append(f"{counts['float']} episode(s) matched only to floating-point precision: same length, "
+                     f"returns within {FLOAT_TOLERANCE:g} (relative), other bits (digest or last digits of the "
+                     "return), as another CPU's floating-point kernels give; counted as matches")
     record = {
         "status": "passed" if matched == len(rows) else "failed", "date": _now(), "passed": matched == len(rows),
         **sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts, "notes": notes,
