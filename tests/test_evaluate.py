@@ -810,3 +810,30 @@ def test_a_worker_that_starts_with_one_lane_overlaps_two_requests_once_refilled(
     assert [r["seed"] for r in records] == list(range(1, 7))
     assert max(in_flight) == 2  # two groups, each with its request out
     _played_as_alone(records, alone)
+
+
+def test_lanes_refilled_into_the_group_whose_request_is_in_flight_are_stepped_after_its_answer():
+    """Pipelined lanes: when the answered group keeps more lanes than the group in flight, a refilled
+    lane joins the group in flight. Its answer carries actions only for the lanes it was asked for; the
+    worker once stepped the grown group with it and died on the mismatch (found by verify --workers 1).
+    The first episode to end brings nothing new, the second brings two: whichever groups they ended
+    in, every episode must be played, each the same as alone."""
+    from polar_bench.evaluate import EpisodeRunner
+
+    agent = str(EXAMPLES / "random_agent.py")
+    runner = EpisodeRunner(agent, {}, 60.0, 600.0, 4, pipeline=True)
+    try:
+        alone = {s: runner.run("gym/CartPole-v1", 0, s, s) for s in range(1, 9)}
+        for first in ([1, 2, 3, 4], [1, 3, 2, 4], [2, 1, 4, 3], [5, 6, 7, 8]):
+            extra = [("gym/CartPole-v1", 0, s, s) for s in range(1, 9) if s not in first][:2]
+            ended = [0]
+
+            def parent(rec, extra=extra, ended=ended):
+                ended[0] += 1
+                return extra if ended[0] == 2 else []
+
+            records = runner.run_batch([("gym/CartPole-v1", 0, s, s) for s in first], on_record=parent)
+            assert sorted(r["seed"] for r in records) == sorted(first + [u[3] for u in extra]), first
+            _played_as_alone(records, alone)
+    finally:
+        runner.close()

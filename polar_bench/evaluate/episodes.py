@@ -350,7 +350,8 @@ class EpisodeRunner:
         pipelined = self.pipeline and isinstance(self.agents, IsolatedAgents) and \
             (len(active) >= 2 or (todo is not None and len(self.lanes) >= 2))
         groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
-        inflight: dict[int, tuple] = {}  # group -> (seq or None, sent at, limit, episode time left, request)
+        # group -> (seq or None, sent at, limit, episode time left, request, the lanes asked for)
+        inflight: dict[int, tuple] = {}
         last_answer = time.perf_counter()
 
         def send(g: int) -> None:
@@ -374,7 +375,7 @@ class EpisodeRunner:
                        [{**self.lanes[i].info, "episode_seed": self.lanes[i].seed} if slots[i].batch
                         else self.lanes[i].info for i in group])
             seq = self.agents.act_send(*request, limit) if pipelined else None  # type: ignore[union-attr]
-            inflight[g] = (seq, time.perf_counter(), limit, left, request)
+            inflight[g] = (seq, time.perf_counter(), limit, left, request, list(group))
 
         def everyone() -> list[int]:
             return [i for group in groups for i in group]
@@ -396,7 +397,7 @@ class EpisodeRunner:
             for g in range(len(groups)):
                 if g not in inflight:
                     continue
-                seq, sent, limit, left, request = inflight.pop(g)
+                seq, sent, limit, left, request, asked = inflight.pop(g)
                 started = max(sent, last_answer)  # the agent process answers in order
                 try:
                     if seq is None:
@@ -410,7 +411,10 @@ class EpisodeRunner:
                 except AgentGone as gone:
                     return gone_now(gone, limit, left)
                 last_answer = time.perf_counter()
-                groups[g] = self._step_lanes(done, groups[g], actions, errors, last_answer - started)
+                # lanes refilled into this group while its request was out were appended after the
+                # lanes it asked for: they wait for the next request, their first
+                joined = groups[g][len(asked):]
+                groups[g] = self._step_lanes(done, asked, actions, errors, last_answer - started) + joined
                 if todo:  # lanes that came free take the next units
                     busy = set(everyone())
                     free = [i for i in range(len(self.lanes)) if i not in busy]
