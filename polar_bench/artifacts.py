@@ -43,6 +43,7 @@ process and copied to the artifact's place only when the SHA-256 is the manifest
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -123,6 +124,7 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+@functools.cache
 def machine_description() -> str:
     """This machine as far as a rebuild's bits depend on it: the CPU (model, family and model numbers, the
     widest SIMD it has), e.g. ``"AMD EPYC, x86_64 family 23 model 49, AVX2 (no AVX-512)"``."""

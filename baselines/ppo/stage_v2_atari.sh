@@ -24,7 +24,7 @@ SWEEP_DIR=runs/ppo-atari100k
 EXPERIMENT=runs/stage-v2-atari.yaml
 mkdir -p runs baselines/ppo/results/v2-journal baselines/llm_ppo/results/v2-journal
 
-python - "$EXPERIMENT" "$@" <<'EOF'
+GAMES=$(python - "$EXPERIMENT" "$@" <<'EOF'
 import re, sys
 from pathlib import Path
 out, games = sys.argv[1], sys.argv[2:]
@@ -39,7 +39,7 @@ at = body.index("harnesses:") + 1
 Path(out).write_text("\n".join(body[:at] + [entries[g] for g in games] + body[at:]) + "\n")
 print(" ".join(games))
 EOF
-GAMES=$(grep -o 'atari/[A-Za-z]*' "$EXPERIMENT" | sed 's#atari/##')
+)
 
 nice -n 10 python -m baselines.ppo.sweep "$EXPERIMENT" --workers 2 --skip-existing --by-task --out-dir "$SWEEP_DIR" &
 SWEEP=$!

@@ -32,7 +32,7 @@ The comparison, per episode (recorded as ``compared_by``):
   and a return within `FLOAT_TOLERANCE` (relative), but another digest (or, without one, a return
   that differs in its last bits): what another CPU's floating-point kernels give for the same
   policy (measured: DMC episodes of the random and codegen v2 entries re-run on an AMD EPYC Zen 2,
-  returns equal or at most 7.1e-15 apart, digests different). It counts as a match, and the record's notes say
+  returns equal or at most 1.5e-14 apart, digests different). It counts as a match, and the record's notes say
   how many matched only so. Every other family must match bit for bit.
 - ``tolerance``: an agent that declares ``"deterministic": False``: ``|Δ return| / (high - low)`` at
   most ``tolerance`` (default `STOCHASTIC_TOLERANCE`, normalized-score units).
