@@ -373,6 +373,10 @@ def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path,
         "time.sleep(1.0 if self.run == 1 and os.path.exists(os.path.join(os.path.dirname(__file__), 'stuck')) "
         "else 0.004)")).replace("import time", "import os, time"))
     ref, out, journal, cmd = _reference_and_resume_command(tmp_path, agent, capsys)
+    # One lane per worker, so that run 0's five episodes end fast (lanes step in lockstep: beside a stuck
+    # lane they would wait a second per step); each task's units come run by run, so once run 0 is
+    # journalled, both workers are inside a run-1 episode when the signal comes.
+    cmd += ["--envs-per-worker", "1"]
     (tmp_path / "stuck").write_text("")
     err_file = tmp_path / "stderr.txt"  # not a pipe: an orphaned worker would hold it open
     with open(err_file, "w") as fh:
@@ -380,7 +384,7 @@ def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path,
     try:
         deadline = time.time() + 120
         while time.time() < deadline:
-            if journal.exists() and journal.read_text().count("\n") >= 2:  # header + 1 episode
+            if journal.exists() and journal.read_text().count("\n") >= 6:  # header + run 0's 5 episodes
                 break
             time.sleep(0.05)
         workers = children_of(proc.pid, b"spawn_main")  # the evaluation workers
@@ -401,7 +405,7 @@ def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path,
         assert proc.returncode == -signal.SIGKILL
     assert not out.exists()
     partial = [json.loads(line) for line in journal.read_text().splitlines()[1:] if line.strip()]
-    assert 1 <= len(partial) < 10
+    assert len(partial) == 5 and {r["run"] for r in partial} == {0}, partial
     (tmp_path / "stuck").unlink()
     code, _, err = run_cli(cmd[3:], capsys)
     assert code == 0, err

@@ -129,7 +129,7 @@ def test_the_proxy_is_on_by_default_and_verify_reruns_behind_it(tmp_path, capsys
 
     agent = HERE / "data" / "llm_agents" / "openai_sdk_agent.py"
     out = tmp_path / "r.json"
-    code = main(["evaluate", str(agent), "--suite", "v1", "--tasks", "babyai/GoToRedBall", "--runs", "1",
+    code = main(["evaluate", str(agent), "--suite", "v1", "--tasks", "gym/CartPole-v1", "--runs", "1",
                  "--episodes", "1", "--workers", "1", "--no-progress", "--out", str(out)])
     err = capsys.readouterr().err
     data = read_results(out).data
