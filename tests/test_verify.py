@@ -414,3 +414,25 @@ def test_an_agent_that_hangs_in_the_rerun_cannot_hang_verify(tmp_path, monkeypat
                        leaderboard=None, allow_weaker=True, progress=False)
     [row] = record["episodes"]
     assert not record["passed"] and row["rerun_status"] == "timeout"
+
+
+def test_only_polar_benchs_own_families_get_the_float_level_comparison():
+    """A plugin family cannot buy itself the lenient comparison by setting the class attribute, not
+    even registered under a built-in prefix."""
+    from polar_bench.harness import _LOADED, family_factory, register_family
+    from polar_bench.harness.dmc import DMCHarness
+
+    class Lenient(DMCHarness):  # defined here, not in polar_bench.harness
+        bitwise_across_machines = False
+
+    bitwise_across_machines.cache_clear()
+    try:
+        register_family("lenientplugin", Lenient)
+        assert bitwise_across_machines("lenientplugin/cheetah-run")
+        register_family("dmc", Lenient)
+        assert bitwise_across_machines("dmc/cheetah-run")
+    finally:
+        _LOADED.pop("lenientplugin", None)
+        _LOADED.pop("dmc", None)
+        bitwise_across_machines.cache_clear()
+    assert family_factory("dmc") is DMCHarness and not bitwise_across_machines("dmc/cheetah-run")

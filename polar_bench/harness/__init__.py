@@ -17,8 +17,8 @@ from typing import Any, Protocol
 from ..errors import UnknownTaskError, did_you_mean
 from .base import COMMON_OPTIONS, Harness, check_common_options
 
-__all__ = ["Harness", "make", "check_options", "register_family", "families", "task_names", "COMMON_OPTIONS",
-           "ENTRY_POINT_GROUP"]
+__all__ = ["Harness", "make", "check_options", "register_family", "families", "family_factory", "task_names",
+           "COMMON_OPTIONS", "ENTRY_POINT_GROUP"]
 
 ENTRY_POINT_GROUP = "polar_bench.harnesses"
 
@@ -80,6 +80,12 @@ def _family(prefix: str) -> HarnessFactory:
         factory = eps[prefix].load()
     _LOADED[prefix] = factory
     return factory
+
+
+def family_factory(prefix: str) -> HarnessFactory:
+    """The factory (usually a `Harness` subclass) that builds the tasks of family ``prefix``, loaded on
+    first use; `UnknownTaskError` for a family nobody registered."""
+    return _family(prefix)
 
 
 def task_names(prefix: str) -> list[str]:

@@ -159,12 +159,16 @@ FLOAT_TOLERANCE = 1e-9
 @functools.cache
 def bitwise_across_machines(task_id: str) -> bool:
     """Whether the harness family of ``task_id`` gives the same bits on every CPU (its class's
-    ``bitwise_across_machines``; true for a family that cannot be loaded: the strict comparison)."""
-    from ..harness import _family
+    ``bitwise_across_machines``). Only polar_bench's own families can ask for the float-level
+    comparison: a family that cannot be loaded, or whose factory comes from elsewhere (a plugin,
+    even one registered under a built-in prefix), is compared strictly."""
+    from ..harness import family_factory
 
     try:
-        factory = _family(task_id.split("/", 1)[0])
+        factory = family_factory(task_id.split("/", 1)[0])
     except Exception:  # noqa: BLE001 - an unknown family is compared strictly
+        return True
+    if not str(getattr(factory, "__module__", "")).startswith("polar_bench.harness."):
         return True
     return getattr(factory, "bitwise_across_machines", True) is not False
 
