@@ -22,7 +22,6 @@ import numpy as np
 from polar_bench.errors import UserError
 from polar_bench.published import get_table
 from polar_bench.scoring import interval_estimates
-from polar_bench.suite import load_suite
 
 HERE = Path(__file__).resolve().parent
 BUDGET = 100_000  # agent steps: the Atari 100k protocol
@@ -41,10 +40,10 @@ def training_evaluations(folder: Path) -> tuple[list[str], dict[str, dict[int, f
     return sorted(by_game), by_game
 
 
-def ppo_matrix(folder: Path, suite: str = "v2") -> tuple[np.ndarray, list[int]]:
-    """Normalized scores ``(runs, games)`` over the runs that every game has, and those runs."""
-    table = get_table("atari100k")
-    games, _, _ = table.references()
+def ppo_matrix(folder: Path) -> tuple[np.ndarray, list[int]]:
+    """Normalized scores ``(runs, games)`` over the runs that every game has, and those runs (the
+    published table's random and human scores: suite v2's low and high of the atari100k tasks)."""
+    games, low, high = get_table("atari100k").references()
     found, by_game = training_evaluations(folder)
     if found != games:
         missing = sorted(set(games) - set(found))
@@ -52,10 +51,6 @@ def ppo_matrix(folder: Path, suite: str = "v2") -> tuple[np.ndarray, list[int]]:
     runs = sorted(set.intersection(*(set(r) for r in by_game.values())))
     if not runs:
         raise UserError(f"no run number is present for every game under {folder}")
-    s = load_suite(suite)
-    tasks = {t.id: t for t in s.tasks}
-    low = np.array([tasks[f"atari/{g}"].low.value for g in games])
-    high = np.array([tasks[f"atari/{g}"].high.value for g in games])
     raw = np.array([[by_game[g][r] for g in games] for r in runs])
     return (raw - low) / (high - low), runs
 
