@@ -228,6 +228,26 @@ def test_traces_off_keeps_sums_only(tmp_path):
     assert rec.trace == [] and not (tmp_path / "t.jsonl").exists() and client.episode_info()["llm"]["calls"] == 1
 
 
+def test_forked_clients_share_the_backend_but_not_the_episode(tmp_path):
+    """Two agent objects in one process (two lanes) play interleaved episodes: each keeps its own seed
+    and sums, while the model is loaded once."""
+    backend = FakeBackend(["left", "right"])
+    base = LLMClient(backend, recorder=Recorder(path=tmp_path / "t.jsonl"), cache=tmp_path / "cache")
+    a, b = base.fork(), base.fork()
+    assert a.backend is b.backend is backend and a.cache is b.cache is base.cache
+    assert a.recorder is not b.recorder and a.recorder.path == base.recorder.path
+    a.reset(seed=1, task="t")
+    b.reset(seed=2, task="t")            # lane b starts its episode while lane a's is in progress
+    assert (a.seed_for(3), b.seed_for(3)) == (call_seed(1, 3), call_seed(2, 3))
+    a.complete(USER, constraint=Choices(["left", "right"]), seed=a.seed_for(0))
+    a.complete(USER, constraint=Choices(["left", "right"]), seed=a.seed_for(1))
+    b.complete(USER, constraint=Choices(["left", "right"]), seed=b.seed_for(0), temperature=0.5)
+    assert (a.episode_info()["llm"]["calls"], b.episode_info()["llm"]["calls"]) == (2, 1)
+    assert [r.seed for r in backend.requests] == [call_seed(1, 0), call_seed(1, 1), call_seed(2, 0)]
+    lines = [json.loads(x) for x in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert [x["episode"]["seed"] for x in lines] == [1, 1, 2]   # one trace file, each line its episode
+
+
 # --------------------------------------------------------------------------- cache
 def test_cache_hits_on_repeat_misses_on_change(tmp_path):
     fake = FakeBackend(["left"])

@@ -46,6 +46,21 @@ class ScriptedLLM:
         return {"llm": {"calls": len(self.menus)}}
 
 
+class FakeChooser:
+    """An LLM backend that always answers its request's first option."""
+    supports_grammar = True
+    identity = {"backend": "fake", "model": "fake", "sha256": "0" * 64}
+
+    def __init__(self):
+        self.seeds = []
+
+    def generate(self, request):
+        from polar_bench.llm import Completion
+        self.seeds.append(request.seed)
+        return Completion(text=request.constraint.options[0], prompt_tokens=1, completion_tokens=1, seconds=0.0,
+                          model=self.identity)
+
+
 def _view(objects: dict[tuple[int, int], tuple[int, int, int]], carried=None) -> np.ndarray:
     """A 7x7x3 BabyAI view: empty floor everywhere, ``objects`` at (column, row)."""
     image = np.zeros((7, 7, 3), dtype=np.uint8)
@@ -213,6 +228,27 @@ def test_domains_without_skills_play_plain_ppo():
     agent = mod.make_agent(_task("gym/CartPole-v1"), 0)
     assert isinstance(agent.agent, PPOAgent)    # no LLM is loaded for classic, dmc or procgen
     assert agent.episode_info()["llm"]["calls"] == 0 and agent.episode_info()["llm"]["seconds"] == 0.0
+
+
+def test_each_agent_object_has_its_own_llm_client(monkeypatch):
+    """Lanes get one agent object each (docs/evaluate.md): their episodes interleave in one process, so
+    a client shared by all of them would give one lane's LLM calls the seeds of another's episode."""
+    from polar_bench.llm import LLMClient
+    mod = _agent_module()
+    base = LLMClient(FakeChooser())
+    monkeypatch.setattr(mod, "_CLIENT", base)
+    task = _task("babyai/GoToLocal")
+    one, two = mod.make_agent(task, 0), mod.make_agent(task, 0)
+    assert one.llm is not two.llm and one.llm.backend is two.llm.backend is base.backend
+    with polar_bench.make("babyai/GoToLocal") as env_one, polar_bench.make("babyai/GoToLocal") as env_two:
+        obs_one, info_one = env_one.reset(seed=11)
+        one.reset(11)
+        obs_two, info_two = env_two.reset(seed=22)
+        two.reset(22)                  # the second lane starts while the first lane's episode goes on
+        one.act(obs_one, info_one)     # each asks the planner at its first step
+        two.act(obs_two, info_two)
+    assert base.backend.seeds == [polar_bench.llm.call_seed(11, 0), polar_bench.llm.call_seed(22, 0)]
+    assert one.episode_info()["llm"]["calls"] == 1 == two.episode_info()["llm"]["calls"]
 
 
 def test_config_override(monkeypatch):

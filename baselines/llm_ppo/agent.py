@@ -97,11 +97,14 @@ def _policy(task, run: int):
 
 
 def _client():
+    """A client of its own for each agent object, so that the episodes of several lanes in one process
+    keep their own per-call seeds and usage sums; all of them share one backend (the loaded model, or
+    the endpoint), made once."""
     global _CLIENT
     if _CLIENT is None:
         from polar_bench.llm import make_client
         _CLIENT = make_client()
-    return _CLIENT
+    return _CLIENT.fork()
 
 
 def goal_sentence(description: str, limit: int = 200) -> str:
@@ -127,7 +130,7 @@ class LLMPPOAgent:
         self.domain = task.domain
         self.name = task.id.split("/", 1)[1]
         self.k = int(self.cfg["replan_every"][self.domain])
-        self.skill = None
+        self.skill: S.BabyAISkill | S.NetHackSkill | None = None
         self.history: list[str] = []
         self.step = 0
         self.decisions = 0

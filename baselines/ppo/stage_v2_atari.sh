@@ -75,6 +75,6 @@ for game in $GAMES; do
         --out baselines/ppo/results/v2-journal/ppo-v2.json
     # shellcheck disable=SC2086
     python -m polar_bench evaluate baselines/llm_ppo/agent.py --suite v2 --tasks $TASKS --workers 1 \
-        --envs-per-worker 1 --no-progress --out baselines/llm_ppo/results/v2-journal/llm_ppo-v2.json
+        --no-progress --out baselines/llm_ppo/results/v2-journal/llm_ppo-v2.json
 done
 wait "$SWEEP"

@@ -63,6 +63,14 @@ class LLMClient:
     def identity(self) -> dict:
         return self.backend.identity
 
+    def fork(self) -> LLMClient:
+        """A client with this one's backend and cache and a recorder of its own (same tracing and
+        trace file), for an agent whose objects play interleaved episodes in one process (several
+        lanes, docs/evaluate.md): each object keeps its own episode seed and usage sums, while the
+        loaded model or the endpoint connection is shared."""
+        recorder = Recorder(trace=self.recorder.tracing, path=self.recorder.path)
+        return LLMClient(self.backend, recorder=recorder, cache=self.cache)
+
     # -- calls
     def complete(self, messages: Sequence[Message], *, constraint: Constraint | None = None,
                  seed: int | None = None, temperature: float = 0.0, max_tokens: int = 64) -> Completion:
