@@ -8,9 +8,11 @@
    workers. Target: isolated at most 1.5x the in-process time.
 2. The PPO baseline on one task of each family (gym/CartPole-v1, dmc/cheetah-run, procgen/coinrun,
    nethack/Score, babyai/GoToLocal; ``--episodes`` each) in one worker's `EpisodeRunner`: in-process
-   acting one lane at a time against isolated with ``act_batch`` over 8 lanes. Environment steps
-   per second once started (the agent process's start-up, importing torch and loading the
-   checkpoint, is paid once per worker and not timed), per task and overall. Target: at least 2x.
+   acting one lane at a time against isolated with ``act_batch`` over 8 lanes, with one agent process
+   (the default) and with ``--agent-processes 2`` (lane i served by process i % 2, each on a core).
+   Environment steps per second once started (the agent processes' start-up, importing torch and
+   loading the checkpoint, is paid once per worker and not timed), per task and overall. Target: at
+   least 2x.
    Where a trained checkpoint is missing (NetHack and Procgen are not committed), an untrained
    network of the same architecture is saved in a temporary folder and played instead: speed does
    not depend on the weights.
@@ -118,28 +120,36 @@ def part_ppo(episodes: int, tmp: Path) -> None:
     suite = load_suite("v1")
     options = {t.id: dict(t.options) for t in suite.tasks}
     agent = str(ROOT / "baselines" / "ppo" / "agent.py")
-    total_in = total_iso = steps_all = 0.0
+    total_in = total_iso = total_pool = steps_all = 0.0
     for task in PPO_TASKS:
         units = [(task, 0, i, episode_seed(suite.seed, task, i)) for i in range(episodes)]
         timings = {}
-        for mode, lanes in (("in-process", 1), ("isolated", 8)):
-            runner = EpisodeRunner(agent, options, 60.0, 1800.0, lanes, in_process=mode == "in-process")
-            runner.run_batch([(task, 0, 99, 12345)])  # start-up (agent process, torch, checkpoint): not timed
+        for mode, lanes, processes in (("in-process", 1, 1), ("isolated", 8, 1), ("pool", 8, 2)):
+            runner = EpisodeRunner(agent, options, 60.0, 1800.0, lanes, in_process=mode == "in-process",
+                                   agent_processes=processes)
+            # start-up (agent processes, torch, checkpoint): not timed; one episode per agent process
+            runner.run_batch([(task, 0, 99 + k, 12345 + k) for k in range(processes)])
             timings[mode] = _play(runner, units, lanes)
             runner.close()
-        (t_in, r_in), (t_iso, r_iso) = timings["in-process"], timings["isolated"]
+        (t_in, r_in), (t_iso, r_iso), (t_pool, r_pool) = (timings[m] for m in ("in-process", "isolated", "pool"))
         steps = sum(r["length"] for r in r_in)
-        same = [(r["return"], r["length"], r.get("digest")) for r in r_in] == \
-            [(r["return"], r["length"], r.get("digest")) for r in r_iso]
+
+        def played(records):
+            return [(r["return"], r["length"], r.get("digest")) for r in records]
+        same = played(r_in) == played(r_iso) == played(r_pool)
         total_in += t_in
         total_iso += t_iso
+        total_pool += t_pool
         steps_all += steps
         print(f"  {task:18s} {steps:7d} steps: in-process 1 lane {steps / t_in:8.0f} steps/s, isolated act_batch "
-              f"8 lanes {steps / t_iso:8.0f} steps/s, ratio {t_in / t_iso:.2f}; "
+              f"8 lanes {steps / t_iso:8.0f} steps/s (ratio {t_in / t_iso:.2f}), with 2 agent processes "
+              f"{steps / t_pool:8.0f} steps/s (ratio {t_in / t_pool:.2f}); "
               f"{'identical episodes' if same else 'EPISODES DIFFER'}")
     print(f"PPO acting, one task per family ({episodes} episodes each, one worker, start-up not timed): in-process "
-          f"{steps_all / total_in:.0f} steps/s, isolated act_batch {steps_all / total_iso:.0f} steps/s, "
-          f"ratio {total_in / total_iso:.2f} (target >= 2)")
+          f"{steps_all / total_in:.0f} steps/s; isolated act_batch, 8 lanes: one agent process "
+          f"{steps_all / total_iso:.0f} steps/s, ratio {total_in / total_iso:.2f}; two agent processes "
+          f"(--agent-processes 2) {steps_all / total_pool:.0f} steps/s, ratio {total_in / total_pool:.2f} "
+          f"(target >= 2)")
 
 
 def main() -> None:

@@ -487,3 +487,57 @@ def test_string_hashes_are_the_same_in_every_agent_process(tmp_path, capsys, mon
     fixed = subprocess.run([sys.executable, "-c", "print(hash('polar'))"], capture_output=True, text=True,
                            env={**os.environ, "PYTHONHASHSEED": "0"}, check=True).stdout.strip()
     assert {data["agent"]["info"]["hash"]} | {e["hash"] for e in episodes} == {int(fixed)}
+
+
+def _pid_agent(tmp_path: Path, attack: str = "pass") -> str:
+    agent = _write_agent(tmp_path, "pids", attack=attack)
+    text = Path(agent).read_text().replace("def make_agent(task, run):",
+                                           "Agent.episode_info = lambda self: {'pid': __import__('os').getpid()}\n\n"
+                                           "def make_agent(task, run):")
+    Path(agent).write_text(text)
+    return agent
+
+
+def test_agent_processes_share_the_lanes_and_change_no_episode(tmp_path, capsys, honest):
+    """--agent-processes 2: lane i is served by process i % 2, each with agent objects of its own."""
+    agent = _pid_agent(tmp_path)
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys, "--agent-processes", "2",
+                                     "--envs-per-worker", "4")
+    assert code == 0 and _outcome(episodes) == honest
+    assert data["isolation"]["agent_processes"] == 2
+    assert len({e["pid"] for e in episodes}) == 2 and os.getpid() not in {e["pid"] for e in episodes}
+    code, episodes, data = _evaluate(agent, tmp_path / "one.json", capsys, "--envs-per-worker", "4")
+    assert code == 0 and data["isolation"]["agent_processes"] == 1 and len({e["pid"] for e in episodes}) == 1
+
+
+def test_an_agent_process_of_a_pool_that_dies_fails_its_episode_only(tmp_path, capsys, honest):
+    # the process that plays run 1's first episode exits at its 5th step, whichever lanes share it
+    from polar_bench.suite import episode_seed
+    agent = _pid_agent(tmp_path, attack=f"""
+        self.n = getattr(self, "n", 0) + 1
+        if self.run == 1 and self.seed == {episode_seed(7, "gym/CartPole-v1", 0)} and self.n == 5:
+            import os
+            os._exit(3)
+    """)
+    text = Path(agent).read_text().replace("    def reset(self, seed):\n",
+                                           "    def reset(self, seed):\n        self.seed, self.n = seed, 0\n")
+    Path(agent).write_text(text)
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys, "--agent-processes", "2",
+                                     "--envs-per-worker", "4")
+    failed = [e for e in episodes if e["status"] != "ok"]
+    assert code == 1 and len(failed) == 1 and "exit code 3" in failed[0]["error"]
+    assert (failed[0]["run"], failed[0]["index"]) == (1, 0)
+    ok = [o for e, o in zip(episodes, _outcome(episodes), strict=True) if e["status"] == "ok"]
+    assert ok == [o for o in honest if (o[0], o[1]) != (failed[0]["run"], failed[0]["seed"])]
+    assert data["config"]["replaced_workers"] == 0
+
+
+@pytest.mark.parametrize("flags,message", [(("--agent-processes", "0"), "--agent-processes must be at least 1"),
+                                           (("--agent-processes", "2", "--in-process"),
+                                            "--agent-processes needs agent processes")])
+def test_a_bad_agent_process_count_is_a_user_error(tmp_path, capsys, flags, message):
+    code = main(["evaluate", _write_agent(tmp_path, "honest"), "--suite", TINY, "--out", str(tmp_path / "r.json"),
+                 "--workers", "1", "--no-progress", "--tasks", "gym/CartPole-v1", *flags])
+    _, err = capsys.readouterr()
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()

@@ -44,6 +44,10 @@ def register(sub) -> None:
     p.add_argument("--agent-threads", type=int, default=1, metavar="N",
                    help="threads of torch, OpenMP, MKL and OpenBLAS in each agent process (default 1). The "
                         "count changes floating-point results, so it is recorded and verify re-runs with it")
+    p.add_argument("--agent-processes", type=int, default=1, metavar="N",
+                   help="agent processes per worker (default 1): lane i is served by process i %% N, so with "
+                        "cores to spare the agent computes N lane groups' actions at once; results do not "
+                        "depend on it, memory does (N times the agent's)")
     p.add_argument("--agent-network", action="store_true",
                    help="let the agent process use the host's network (for an LLM endpoint the agent calls); "
                         "recorded in the results. Without it the agent process has no network at all")
@@ -75,7 +79,8 @@ def run(args) -> int:
     from ..evaluate import EvalConfig, run_evaluation
     from ..suite import load_suite
 
-    for name in ("runs", "episodes", "workers", "envs_per_worker", "agent_memory", "agent_threads"):
+    for name in ("runs", "episodes", "workers", "envs_per_worker", "agent_memory", "agent_threads",
+                 "agent_processes"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
@@ -130,7 +135,7 @@ def run(args) -> int:
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
         in_process=args.in_process, agent_memory_mb=args.agent_memory, agent_network=args.agent_network,
-        agent_threads=args.agent_threads,
+        agent_threads=args.agent_threads, agent_processes=args.agent_processes,
         llm_endpoint=endpoint,
         llm_upstream=upstream, llm_budget=budget, trajectories=args.trajectories,
         standard=not args.llm_budget,

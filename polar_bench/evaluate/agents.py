@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,7 @@ DEFAULT_AGENT_PROCESSES = 256
 # with the same count. One also keeps `workers` agent processes from fighting over the cores.
 DEFAULT_AGENT_THREADS = 1
 MAX_AGENT_THREADS = 256
+MAX_AGENT_PROCESSES = 16  # agent processes per worker (evaluate --agent-processes)
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                      "NUMEXPR_NUM_THREADS")
 START_TIMEOUT_S = 300.0  # importing the agent file (torch, a model) may take a while on a loaded machine
@@ -126,6 +127,7 @@ class Slot:
     generation: int  # the agent process it lives in; a restarted process invalidates its slots
     info: bool = True  # the agent has episode_info() (looked up when it was built): asked after each episode
     llm_token: str | None = None  # its attribution token at the LLM proxy (when there is one)
+    owner: int = 0  # the agent process of an `AgentPool` it lives in
 
 
 class _NotPlain(TypeError):
@@ -202,7 +204,7 @@ class InProcessAgents:
         if hasattr(signal, "SIGALRM"):
             signal.signal(signal.SIGALRM, _on_alarm)
 
-    def make(self, task: TaskInfo, run: int) -> Slot:
+    def make(self, task: TaskInfo, run: int, member: int = 0) -> Slot:
         if self.module is None:
             self.module = load_agent_module(self.agent_path)
         self._next += 1
@@ -255,6 +257,10 @@ class InProcessAgents:
 
     def alive(self) -> bool:
         return True
+
+    def current(self, slot: Slot) -> bool:
+        """Whether ``slot`` still lives (not dropped by a restart)."""
+        return slot.generation == self.generation
 
     def restart(self) -> None:
         for agent in self.agents.values():
@@ -605,7 +611,11 @@ class IsolatedAgents:
         raise AgentGone("agent_error", f"the agent process sent an unexpected reply {kind!r}")
 
     # ------------------------------------------------------------------ the interface
-    def make(self, task: TaskInfo, run: int) -> Slot:
+    def current(self, slot: Slot) -> bool:
+        """Whether ``slot`` still lives: its process is the one running now."""
+        return slot.generation == self.generation and self.alive()
+
+    def make(self, task: TaskInfo, run: int, member: int = 0) -> Slot:
         if not self.alive():
             self.start()
         self._next += 1
@@ -691,6 +701,79 @@ class IsolatedAgents:
 
 class _RequestFailed(Exception):
     """The agent process answered a request with an error (the process itself is fine)."""
+
+
+class AgentPool:
+    """Several agent processes behind one worker (``evaluate --agent-processes N``), each an
+    `IsolatedAgents` with the same settings and layers. A slot lives in the process ``member`` names
+    when it is made; the episode loop gives lane ``i`` the process ``i % N``, so each process computes
+    the actions of its own lane group while the others compute theirs, on other cores. An agent
+    object never serves lanes of two processes, so the agent sees what it sees with one process, as
+    long as its actions do not depend on the other lanes (the contract of ``act_batch``)."""
+
+    mode = "process"
+
+    def __init__(self, members: list[IsolatedAgents]):
+        if len(members) < 2:
+            raise ValueError("an AgentPool needs at least two agent processes")
+        self.members = members
+
+    @property
+    def layers(self) -> dict[str, str]:
+        return next((m.layers for m in self.members if m.layers), {})
+
+    @property
+    def info(self) -> dict:
+        return next((m.info for m in self.members if m.info), {})
+
+    def current(self, slot: Slot) -> bool:
+        return self.members[slot.owner].current(slot)
+
+    def make(self, task: TaskInfo, run: int, member: int = 0) -> Slot:
+        owner = member % len(self.members)
+        return replace(self.members[owner].make(task, run), owner=owner)
+
+    def reset(self, slots: list[Slot], seeds: list[int]) -> list[str | None]:
+        errors: list[str | None] = [None] * len(slots)
+        for owner, member in enumerate(self.members):
+            mine = [k for k, s in enumerate(slots) if s.owner == owner]
+            if mine:
+                for k, err in zip(mine, member.reset([slots[k] for k in mine], [seeds[k] for k in mine]),
+                                  strict=True):
+                    errors[k] = err
+        return errors
+
+    def _owner(self, slots: list[Slot]) -> IsolatedAgents:
+        owners = {s.owner for s in slots}
+        if len(owners) != 1:
+            raise ValueError(f"one request goes to one agent process; these slots live in {sorted(owners)}")
+        return self.members[owners.pop()]
+
+    def act(self, slots: list[Slot], observations: list, infos: list,
+            timeout: float | None) -> tuple[list, list[str | None]]:
+        return self._owner(slots).act(slots, observations, infos, timeout)
+
+    def act_send(self, slots: list[Slot], observations: list, infos: list,
+                 timeout: float | None) -> tuple[int, int]:
+        return slots[0].owner, self._owner(slots).act_send(slots, observations, infos, timeout)
+
+    def act_receive(self, seq: tuple[int, int], lanes: int, deadline: float) -> tuple[list, list[str | None]]:
+        owner, number = seq
+        return self.members[owner].act_receive(number, lanes, deadline)
+
+    def episode_info(self, slot: Slot) -> tuple[dict | None, str | None]:
+        return self.members[slot.owner].episode_info(slot)
+
+    def close_slot(self, slot: Slot) -> None:
+        self.members[slot.owner].close_slot(slot)
+
+    def restart(self) -> None:
+        for member in self.members:
+            member.restart()
+
+    def close(self) -> None:
+        for member in self.members:
+            member.close()
 
 
 def probe_agent(agent_path: str, *, in_process: bool = False, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,

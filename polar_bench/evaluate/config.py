@@ -59,6 +59,9 @@ class EvalConfig:
     agent_memory_mb: int | None = None  # address-space limit of each agent process (None: the default)
     agent_network: bool = False  # keep the host network for the agent; recorded
     agent_threads: int = 1  # numeric libraries' threads in each agent process (agents.agent_thread_env); recorded
+    # agent processes per worker (an AgentPool when over 1: each serves its share of the lanes, on its own
+    # core); recorded, and results do not depend on it
+    agent_processes: int = 1
     llm_endpoint: tuple[str, int] | None = None  # (host, port) the agent may reach at 127.0.0.1:port
     # the LLM proxy (polar_bench.llm.proxy) forwards to this upstream: "embedded" (the SmolLM2 that each
     # worker serves at its first LLM call) or a URL; None: no proxy (--no-llm-proxy, --llm-endpoint)

@@ -88,13 +88,15 @@ def make_runner(agent_path: str, settings: dict) -> EpisodeRunner:
                          settings["lanes"], in_process=settings["in_process"],
                          agent_memory_mb=settings["agent_memory_mb"], network=settings["network"],
                          llm_endpoint=settings["llm_endpoint"], pipeline=settings["pipeline"],
-                         llm_proxy=settings.get("llm_proxy"), agent_threads=settings.get("agent_threads", 1))
+                         llm_proxy=settings.get("llm_proxy"), agent_threads=settings.get("agent_threads", 1),
+                         agent_processes=settings.get("agent_processes", 1))
 
 
 def worker_settings(cfg: EvalConfig, options: dict) -> dict:
     return {"options": options, "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
             "lanes": cfg.envs_per_worker, "in_process": cfg.in_process, "agent_memory_mb": cfg.agent_memory_mb,
             "network": cfg.agent_network, "llm_endpoint": cfg.llm_endpoint, "agent_threads": cfg.agent_threads,
+            "agent_processes": cfg.agent_processes,
             "llm_proxy": None if cfg.llm_upstream is None else {
                 "upstream": cfg.llm_upstream, "budget": cfg.llm_budget, "trajectories": cfg.trajectories},
             # Overlap a worker's environment steps with its agent process's acting only where there is a

@@ -30,7 +30,7 @@ import numpy as np
 from ..errors import AgentLoadError, HarnessError, InvalidActionError
 from ..llm.proxy import EpisodeCalls, LLMBudget, LLMProxy
 from ..task_info import TaskInfo
-from .agents import DEFAULT_AGENT_THREADS, AgentGone, InProcessAgents, IsolatedAgents, Slot, small_json
+from .agents import DEFAULT_AGENT_THREADS, AgentGone, AgentPool, InProcessAgents, IsolatedAgents, Slot, small_json
 
 __all__ = ["TrajectoryDigest", "EpisodeRunner", "run_episode"]
 
@@ -92,6 +92,7 @@ class _Lane:
         self.harness_task: str | None = None
         self.slot: Slot | None = None
         self.slot_key: tuple | None = None
+        self.member = 0  # the agent process of the worker's `AgentPool` that serves this lane
         # the episode in progress
         self.unit: tuple | None = None
         self.seed = 0  # the episode seed of ``unit``
@@ -167,9 +168,12 @@ class EpisodeRunner:
                  episode_timeout: float | None, lanes: int = 1, *, in_process: bool = False,
                  agent_memory_mb: int | None = None, network: bool = False,
                  llm_endpoint: tuple[str, int] | None = None, pipeline: bool = True,
-                 llm_proxy: dict | None = None, agent_threads: int = DEFAULT_AGENT_THREADS):
+                 llm_proxy: dict | None = None, agent_threads: int = DEFAULT_AGENT_THREADS,
+                 agent_processes: int = 1):
         """``llm_proxy``: ``{"upstream": URL, "budget": {...} | None, "trajectories": DIR | None}`` puts
-        an `LLMProxy` in front of the agents (see `polar_bench.llm.proxy`)."""
+        an `LLMProxy` in front of the agents (see `polar_bench.llm.proxy`). ``agent_processes``: agent
+        processes of this worker (an `AgentPool` when over 1; lane ``i`` is served by process
+        ``i % agent_processes``)."""
         self.options = options
         self.proxy: LLMProxy | None = None
         self.trajectories: str | None = None
@@ -180,7 +184,7 @@ class EpisodeRunner:
         self.step_timeout = step_timeout
         self.episode_timeout = episode_timeout
         self.lanes = [_Lane() for _ in range(max(1, lanes))]
-        self.agents: InProcessAgents | IsolatedAgents
+        self.agents: InProcessAgents | IsolatedAgents | AgentPool
         if in_process:
             self.agents = InProcessAgents(agent_path, self.proxy)
         else:
@@ -188,9 +192,15 @@ class EpisodeRunner:
                                       "llm_endpoint": tuple(llm_endpoint) if llm_endpoint else None}
             if agent_memory_mb is not None:
                 kwargs["memory_mb"] = agent_memory_mb
-            self.agents = IsolatedAgents(agent_path, **kwargs)
+            members = min(max(1, int(agent_processes)), len(self.lanes))
+            if members > 1:
+                self.agents = AgentPool([IsolatedAgents(agent_path, **kwargs) for _ in range(members)])
+                for i, lane in enumerate(self.lanes):
+                    lane.member = i % members
+            else:
+                self.agents = IsolatedAgents(agent_path, **kwargs)
         self.pipeline = pipeline  # two lane groups in flight (a core for the agent process beside the worker's)
-        self.shared: dict[tuple, Slot] = {}  # (task, run) -> the slot of an act_batch agent
+        self.shared: dict[tuple, Slot] = {}  # (member, task, run) -> the slot of an act_batch agent
         self._on_record: Callable[[dict], list | None] | None = None
         self._todo: deque[tuple] = deque()  # units waiting for a lane (run_batch's, then the parent's top-ups)
         self._order: dict[tuple, int] = {}  # (task, run, index) -> its place in the order units came in
@@ -245,16 +255,15 @@ class EpisodeRunner:
     # ------------------------------------------------------------------ playing lanes
     def _slot_for(self, lane: _Lane, task_info: TaskInfo, run: int) -> Slot:
         key = (task_info.id, run)
-        gen = self.agents.generation
-        shared = self.shared.get(key)
-        if shared is not None and shared.generation == gen and self.agents.alive():
+        shared = self.shared.get((lane.member, *key))
+        if shared is not None and self.agents.current(shared):
             return shared
-        if lane.slot is not None and lane.slot_key == key and lane.slot.generation == gen and self.agents.alive():
+        if lane.slot is not None and lane.slot_key == key and self.agents.current(lane.slot):
             return lane.slot
         self._drop_slot(lane)
-        slot = self.agents.make(task_info, run)
+        slot = self.agents.make(task_info, run, lane.member)
         if slot.batch:
-            self.shared[key] = slot
+            self.shared[(lane.member, *key)] = slot
         else:
             lane.slot, lane.slot_key = slot, key
         return slot
@@ -344,12 +353,17 @@ class EpisodeRunner:
         units of ``todo`` (None: no refill). With an agent process and two or more lanes, the lanes are
         split in two groups with a request each in flight: the worker steps one group's environments
         while the agent process computes the other group's actions (two cores at work instead of one
-        waiting for the other), when ``pipeline`` says a core is free for that. Each lane sees the same
-        observations and actions as when played alone."""
-        # two groups wherever two lanes may play at once (refilled lanes join the smaller group)
-        pipelined = self.pipeline and isinstance(self.agents, IsolatedAgents) and \
-            (len(active) >= 2 or (todo is not None and len(self.lanes) >= 2))
-        groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
+        waiting for the other), when ``pipeline`` says a core is free for that. With an `AgentPool`, each
+        agent process has a group of its own (its lanes), all requests in flight at once. Each lane sees
+        the same observations and actions as when played alone."""
+        pool = self.agents.members if isinstance(self.agents, AgentPool) else None
+        if pool is not None:  # a group per agent process, each lane in its process's group
+            pipelined = True
+            groups = [[i for i in active if self.lanes[i].member == g] for g in range(len(pool))]
+        else:  # two groups wherever two lanes may play at once (refilled lanes join the smaller group)
+            pipelined = self.pipeline and isinstance(self.agents, IsolatedAgents) and \
+                (len(active) >= 2 or (todo is not None and len(self.lanes) >= 2))
+            groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
         # group -> (seq or None, sent at, limit, episode time left, request, the lanes asked for)
         inflight: dict[int, tuple] = {}
         last_answer = time.perf_counter()
@@ -398,7 +412,8 @@ class EpisodeRunner:
                 if g not in inflight:
                     continue
                 seq, sent, limit, left, request, asked = inflight.pop(g)
-                started = max(sent, last_answer)  # the agent process answers in order
+                # one agent process answers in order; each process of a pool has this request only
+                started = sent if pool is not None else max(sent, last_answer)
                 try:
                     if seq is None:
                         r_slots, r_obs, r_infos = request
@@ -423,6 +438,9 @@ class EpisodeRunner:
                         if died is not None:
                             return self._gone(done, everyone() + new, died)
                         for i in new:
+                            if pool is not None:
+                                groups[self.lanes[i].member].append(i)
+                                continue
                             sizes = [(len(group), h != g, h) for h, group in enumerate(groups)]
                             groups[min(sizes)[2]].append(i)
                 for h in [g, *(h for h in range(len(groups)) if h != g)]:  # g first, then one refilled
@@ -492,7 +510,7 @@ class EpisodeRunner:
     def _finish(self, lane: _Lane, status: str, error: str | None) -> dict:
         rec = _record(lane, status, error)
         if status == "ok" and lane.unit is not None:
-            slot = lane.slot or self.shared.get((lane.unit[0], lane.unit[1]))
+            slot = lane.slot or self.shared.get((lane.member, lane.unit[0], lane.unit[1]))
             if slot is not None and slot.info:  # no request for an agent without episode_info()
                 try:
                     extra, err = self.agents.episode_info(slot)

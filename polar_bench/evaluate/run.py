@@ -22,7 +22,7 @@ from ..agent import agent_file_hash
 from ..errors import AgentLoadError, UserError
 from ..harness import check_options
 from ..results import write_results
-from .agents import DEFAULT_AGENT_MEMORY_MB, MAX_AGENT_THREADS, probe_agent
+from .agents import DEFAULT_AGENT_MEMORY_MB, MAX_AGENT_PROCESSES, MAX_AGENT_THREADS, probe_agent
 from .config import EvalConfig, check_pins, journal_path
 from .dispatch import ProcessTransport, RayTransport, dispatch, load_harness_plugins
 from .journal import Journal, Progress, now
@@ -113,6 +113,11 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     if not (isinstance(cfg.agent_threads, int) and 1 <= cfg.agent_threads <= MAX_AGENT_THREADS):
         raise UserError(f"agent threads must be a whole number from 1 to {MAX_AGENT_THREADS}, got "
                         f"{cfg.agent_threads!r}; pass --agent-threads N (the default, 1, reproduces anywhere)")
+    if not (isinstance(cfg.agent_processes, int) and 1 <= cfg.agent_processes <= MAX_AGENT_PROCESSES):
+        raise UserError(f"agent processes per worker must be a whole number from 1 to {MAX_AGENT_PROCESSES}, got "
+                        f"{cfg.agent_processes!r}; pass --agent-processes N")
+    if cfg.agent_processes > 1 and cfg.in_process:
+        raise UserError("--agent-processes needs agent processes; drop --in-process or --agent-processes")
     mismatches = check_pins(cfg.suite, cfg.tasks)
     if mismatches and not cfg.allow_version_mismatch:
         listing = ", ".join(f"{k} {v['installed']} (suite pins {v['pinned']})" for k, v in mismatches.items())
@@ -191,6 +196,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "agent_memory_mb": None if cfg.in_process else memory,
         "agent_network": bool(cfg.agent_network),
         "agent_threads": None if cfg.in_process else cfg.agent_threads,
+        "agent_processes": None if cfg.in_process else cfg.agent_processes,
         "llm_endpoint": f"{cfg.llm_endpoint[0]}:{cfg.llm_endpoint[1]}" if cfg.llm_endpoint else None,
     }
     if cfg.llm_upstream is not None:
