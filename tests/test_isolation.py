@@ -541,3 +541,41 @@ def test_a_bad_agent_process_count_is_a_user_error(tmp_path, capsys, flags, mess
     _, err = capsys.readouterr()
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r.json").exists()
+
+
+def test_an_agent_process_cannot_kill_the_other_processes_of_its_pool(tmp_path, capsys, honest):
+    """With --agent-processes 2 the two agent processes run as the same uid; from Landlock ABI 6 on,
+    neither can signal the other (each is a domain of its own). Below it, a killed process ends
+    episodes of the same agent as agent errors, and nothing else changes."""
+    agent = _write_agent(tmp_path, "siblings", attack="""
+        import os, signal
+        self.n = getattr(self, "n", 0) + 1
+        if self.n == 10:
+            me, group = os.getpid(), os.getpgid(0)
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit() or int(entry) == me:
+                    continue
+                try:
+                    with open(f"/proc/{entry}/status") as fh:
+                        uid = next(line.split()[1] for line in fh if line.startswith("Uid:"))
+                    if int(uid) == os.getuid() and os.getpgid(int(entry)) != group:
+                        try:
+                            os.kill(int(entry), signal.SIGKILL)
+                        except PermissionError:
+                            self.refused = getattr(self, "refused", 0) + 1
+                except (OSError, StopIteration, ValueError):
+                    pass
+    """)
+    text = Path(agent).read_text().replace("def make_agent(task, run):",
+                                           "Agent.episode_info = lambda self: {'refused': getattr(self, 'refused', 0)}"
+                                           "\n\ndef make_agent(task, run):")
+    Path(agent).write_text(text)
+    code, episodes, data = _evaluate(agent, tmp_path / "r.json", capsys, "--agent-processes", "2",
+                                     "--envs-per-worker", "4")
+    assert len(episodes) == len(honest) and data["config"]["replaced_workers"] == 0
+    assert all(e["status"] in ("ok", "agent_error") for e in episodes)
+    ok = [o for e, o in zip(episodes, _outcome(episodes), strict=True) if e["status"] == "ok"]
+    assert set(ok) <= set(honest)
+    if "no signals" in data["isolation"]["layers"].get("landlock", ""):
+        # the other process (and its guardian) was found, and every kill was refused
+        assert code == 0 and _outcome(episodes) == honest and max(e["refused"] for e in episodes) >= 1
