@@ -111,6 +111,10 @@ def _play(runner, units: list, lanes: int) -> tuple[float, list]:
     return time.perf_counter() - t0, records
 
 
+def _played(records: list) -> list:
+    return [(r["return"], r["length"], r.get("digest")) for r in records]
+
+
 def part_ppo(episodes: int, tmp: Path) -> None:
     from polar_bench.evaluate import EpisodeRunner
 
@@ -133,10 +137,7 @@ def part_ppo(episodes: int, tmp: Path) -> None:
             runner.close()
         (t_in, r_in), (t_iso, r_iso), (t_pool, r_pool) = (timings[m] for m in ("in-process", "isolated", "pool"))
         steps = sum(r["length"] for r in r_in)
-
-        def played(records):
-            return [(r["return"], r["length"], r.get("digest")) for r in records]
-        same = played(r_in) == played(r_iso) == played(r_pool)
+        same = _played(r_in) == _played(r_iso) == _played(r_pool)
         total_in += t_in
         total_iso += t_iso
         total_pool += t_pool

@@ -255,9 +255,6 @@ class InProcessAgents:
             except Exception:  # noqa: BLE001
                 pass
 
-    def alive(self) -> bool:
-        return True
-
     def current(self, slot: Slot) -> bool:
         """Whether ``slot`` still lives (not dropped by a restart)."""
         return slot.generation == self.generation
@@ -691,7 +688,7 @@ class IsolatedAgents:
         return reply, None
 
     def close_slot(self, slot: Slot) -> None:
-        if slot.generation != self.generation or not self.alive():
+        if not self.current(slot):
             return
         try:
             self._call(b"C", slot.id, 30.0, "in close()")
