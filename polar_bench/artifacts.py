@@ -1,7 +1,9 @@
 """Artifacts an agent loads (checkpoints, programs, models): declared, checked by SHA-256, rebuilt when missing.
 
-An agent declares them in ``artifacts.json`` beside its agent file (not in ``AGENT_INFO``: the agent
-file's own SHA-256 is pinned by its results, so the manifest must be able to change without it)::
+An agent declares them in ``artifacts.json`` beside its agent file, or in ``<stem>.artifacts.json``
+when several agent files share a folder (``agent_v2.artifacts.json`` for ``agent_v2.py``; it wins over
+``artifacts.json``). Not in ``AGENT_INFO``: the agent file's own SHA-256 is pinned by its results, so
+the manifest must be able to change without it::
 
     {
       "format": 1,
@@ -28,6 +30,14 @@ not the artifact's place, but a file in a private folder of the rebuild (below).
 trusted. ``built_on`` (optional, a string such as `machine_description` gives) names the machine whose
 rebuild gave the pinned bytes: a retrain is bit-for-bit only on a like machine (another CPU's kernels
 round differently), so when a rebuild here gives other bytes the error says where to verify instead.
+``numerics`` (optional): ``"avx2-portable"`` says the recipe trains in `polar_bench.numerics`'s portable
+mode, so its bytes come back on any x86-64 CPU with AVX2 and FMA; a machine without them cannot rebuild
+it and says so.
+
+Before rebuilding, `ensure_artifacts` looks the SHA-256 up in a content-addressed store (`ArtifactStore`:
+a local folder, by default the user's cache, or any fsspec URL; `store_location` says which). A fetched
+file is hashed like a rebuilt one and refused when its bytes differ; a rebuilt one is kept in a local
+store for next time. ``python -m polar_bench artifacts publish AGENT.py --store URL`` fills a store.
 
 `ensure_artifacts` runs in the trusted process before any agent code: every needed artifact that
 exists is hashed and must equal its ``sha256``; a missing one is rebuilt by its recipe and must then
@@ -60,14 +70,18 @@ from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .numerics import MODES, PORTABLE, portable_supported
 
-__all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "load_manifest", "ensure_artifacts",
-           "file_sha256", "machine_description", "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES"]
+__all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "ArtifactStore", "load_manifest",
+           "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "publish_artifacts", "store_location",
+           "file_sha256", "machine_description", "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES", "STORE_ENV"]
 
 MANIFEST_NAME = "artifacts.json"
 MANIFEST_FORMAT = 1
 RECIPE_MEMORY_MB = 16384    # address space of a recipe's process (a PPO retrain needs about 3 GiB)
 RECIPE_MAX_PROCESSES = 256  # processes and threads a recipe may add
+STORE_ENV = "POLAR_BENCH_ARTIFACT_STORE"  # the store's location: a folder, an fsspec URL, or "none"
+_UNSIZED_LIMIT = 8 << 30  # the most a store may send for an artifact whose manifest gives no size
 # What a recipe's process keeps of the verifier's environment (not its tokens and keys).
 _RECIPE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "VIRTUAL_ENV", "PYTHONPATH", "TERM")
 _LAYERS_LINE = "polar_bench recipe layers: "  # the launcher's first line on standard error
@@ -97,6 +111,7 @@ class Artifact:
     bytes: int | None = None
     tasks: tuple[str, ...] | None = None
     built_on: str | None = None
+    numerics: str | None = None
 
     def needed_by(self, units: Iterable[tuple[str, int]] | None) -> bool:
         """Whether any of these (task, run) pairs plays with this artifact (None: every pair)."""
@@ -154,12 +169,21 @@ def _bad(path: Path, what: str) -> ArtifactError:
     return ArtifactError(f"{path}: {what}; fix the manifest (format: polar_bench/artifacts.py)")
 
 
+def manifest_path(agent_path: str | Path) -> Path | None:
+    """The manifest of an agent file: ``<stem>.artifacts.json`` beside it, else ``artifacts.json``, else None."""
+    agent = Path(agent_path).resolve()
+    for path in (agent.with_name(f"{agent.stem}.{MANIFEST_NAME}"), agent.with_name(MANIFEST_NAME)):
+        if path.is_file():
+            return path
+    return None
+
+
 def load_manifest(agent_path: str | Path) -> Manifest | None:
-    """The manifest beside an agent file, or None when it declares no artifacts."""
-    folder = Path(agent_path).resolve().parent
-    path = folder / MANIFEST_NAME
-    if not path.is_file():
+    """The manifest of an agent file (`manifest_path`), or None when it declares no artifacts."""
+    path = manifest_path(agent_path)
+    if path is None:
         return None
+    folder = path.parent
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -185,14 +209,163 @@ def load_manifest(agent_path: str | Path) -> Manifest | None:
         recipe = a.get("recipe")
         if recipe is not None and recipe not in recipes:
             raise _bad(path, f"artifacts[{i}].recipe {recipe!r} is not one of the recipes {sorted(recipes)}")
-        run, users, built_on = a.get("run"), a.get("tasks"), a.get("built_on")
+        run, users, built_on, mode = a.get("run"), a.get("tasks"), a.get("built_on"), a.get("numerics")
         if users is not None and not (isinstance(users, list) and all(isinstance(t, str) for t in users)):
             raise _bad(path, f"artifacts[{i}].tasks must be a list of task ids")
         if built_on is not None and not isinstance(built_on, str):
             raise _bad(path, f"artifacts[{i}].built_on must be a string or null")
+        if mode is not None and mode not in MODES:
+            raise _bad(path, f"artifacts[{i}].numerics must be one of {', '.join(MODES)} or null")
+        size = a.get("bytes")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            raise _bad(path, f"artifacts[{i}].bytes must be a non-negative integer or null")
         artifacts.append(Artifact(a["path"], sha, recipe, a.get("task"), None if run is None else int(run),
-                                  a.get("bytes"), None if users is None else tuple(users), built_on))
+                                  size, None if users is None else tuple(users), built_on, mode))
     return Manifest(folder, tuple(artifacts), recipes)
+
+
+def store_location(option: str | None = None) -> str | None:
+    """Where artifacts are looked up by SHA-256: ``option`` (a verify/evaluate flag), else the environment
+    variable `STORE_ENV`, else a folder in the user's cache; None when either says ``none``."""
+    where = option or os.environ.get(STORE_ENV) or str(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "polar_bench" / "artifacts")
+    return None if where.strip().lower() == "none" else where
+
+
+class ArtifactStore:
+    """Files named by their SHA-256 (``<root>/sha256/<first two digits>/<digest>``) in a local folder or
+    under any fsspec URL (``file://``, ``s3://``, ``hf://``, ...). What it returns is checked by the caller:
+    a store is trusted for nothing but availability."""
+
+    def __init__(self, location: str | Path):
+        self.location = str(location)
+        self.remote = "://" in self.location
+        if self.remote:
+            from ._optional import require
+
+            fsspec = require("fsspec", "fsspec", f"the artifact store {self.location}")
+            self._fs, self._root = fsspec.core.url_to_fs(self.location)
+        else:
+            self._root = str(Path(self.location).expanduser())
+
+    def __repr__(self) -> str:
+        return f"ArtifactStore({self.location!r})"
+
+    def _key(self, sha256: str) -> str:
+        if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+            raise ValueError(f"not a SHA-256: {sha256!r}")
+        return f"{self._root.rstrip('/')}/sha256/{sha256[:2]}/{sha256}"
+
+    def has(self, sha256: str) -> bool:
+        key = self._key(sha256)
+        return bool(self._fs.exists(key)) if self.remote else Path(key).is_file()
+
+    def fetch(self, sha256: str, dest: Path, limit: int) -> bool:
+        """Copy the stored file of ``sha256`` to the new file ``dest``, at most ``limit`` bytes (more is
+        an `ArtifactError`); False when the store holds no such file."""
+        key = self._key(sha256)
+        try:
+            source = self._fs.open(key, "rb") if self.remote else open(key, "rb")
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise ArtifactError(f"the artifact store {self.location} could not be read ({exc}); check {STORE_ENV} "
+                                "or --artifact-store, or pass 'none' to rebuild instead") from None
+        copied = 0
+        with source, open(dest, "xb") as out:
+            for block in iter(lambda: source.read(1 << 20), b""):
+                copied += len(block)
+                if copied > limit:
+                    raise ArtifactError(f"the artifact store {self.location} sent more than {limit} bytes for "
+                                        f"{sha256[:16]}..., more than its manifest declares; refused")
+                out.write(block)
+        return True
+
+    def put(self, path: Path, sha256: str) -> bool:
+        """Store the file at ``path`` (whose SHA-256 the caller checked) unless it is there already."""
+        if self.has(sha256):
+            return False
+        key = self._key(sha256)
+        partial = f"{key}.{os.getpid()}.partial"
+        if self.remote:
+            self._fs.makedirs(key.rsplit("/", 1)[0], exist_ok=True)
+            self._fs.put_file(str(path), partial)
+            self._fs.mv(partial, key)
+        else:
+            Path(key).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, partial)
+            os.replace(partial, key)
+        return True
+
+
+def _fetch(store: ArtifactStore, artifact: Artifact, target: Path, log: Callable[[str], None]) -> bool:
+    """Place the store's copy of ``artifact`` at ``target`` when its bytes are the pinned ones."""
+    assert artifact.sha256 is not None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{target.name}.{os.getpid()}.fetching")
+    partial.unlink(missing_ok=True)
+    try:
+        limit = artifact.bytes if artifact.bytes is not None else _UNSIZED_LIMIT
+        if not store.fetch(artifact.sha256, partial, limit):
+            return False
+        sha = file_sha256(partial)
+        if sha != artifact.sha256:
+            log(f"refused {artifact.path} from the artifact store {store.location}: its SHA-256 {sha[:16]}... is "
+                f"not the manifest's {artifact.sha256[:16]}...")
+            return False
+        os.replace(partial, target)
+        log(f"fetched {artifact.path} from the artifact store {store.location}")
+        return True
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def fetch_missing_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None, *,
+                            store: str | None = None, log: Callable[[str], None] = print) -> list[dict]:
+    """Before an evaluation: fetch from the store every pinned artifact the ``units`` need that is not on
+    disk (nothing is rebuilt, files present are left as they are). Returns a row per fetched file."""
+    manifest = load_manifest(agent_path)
+    where = store_location(store)
+    if manifest is None or where is None:
+        return []
+    artifact_store = ArtifactStore(where)
+    wanted = None if units is None else sorted(set(units))
+    rows = []
+    for artifact in manifest.artifacts:
+        target = manifest.file(artifact)
+        if artifact.sha256 is None or target.is_file() or not artifact.needed_by(wanted):
+            continue
+        if _fetch(artifact_store, artifact, target, log):
+            rows.append({"path": artifact.path, "sha256": artifact.sha256, "status": "fetched"})
+    return rows
+
+
+def publish_artifacts(agent_path: str | Path, store: str | None = None,
+                      log: Callable[[str], None] = print) -> list[dict]:
+    """Put every pinned artifact of an agent's manifest that is on disk with its pinned bytes into the store
+    (``store``, else `store_location`'s); returns one row per artifact: stored, present or missing."""
+    manifest = load_manifest(agent_path)
+    if manifest is None:
+        raise UserError(f"{agent_path} has no {MANIFEST_NAME} beside it: it declares no artifacts to publish")
+    where = store_location(store)
+    if where is None:
+        raise UserError("no artifact store to publish to: pass --store URL (a folder or an fsspec URL)")
+    target_store = ArtifactStore(where)
+    rows = []
+    for artifact in manifest.artifacts:
+        path = manifest.file(artifact)
+        if artifact.sha256 is None or not path.is_file():
+            rows.append({"path": artifact.path, "status": "missing"})
+            continue
+        sha = file_sha256(path)
+        if sha != artifact.sha256:
+            raise ArtifactError(f"{path}: SHA-256 {sha[:16]}... differs from the manifest's "
+                                f"{artifact.sha256[:16]}...; only pinned bytes are published (delete it and "
+                                "rebuild it)")
+        stored = target_store.put(path, sha)
+        rows.append({"path": artifact.path, "sha256": sha, "status": "stored" if stored else "present"})
+        log(f"{'stored' if stored else 'present'} {artifact.path} ({sha[:16]}...) in {where}")
+    return rows
 
 
 def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
@@ -261,6 +434,12 @@ def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None])
     if artifact.recipe is None:
         raise ArtifactError(f"{target} is missing and its manifest gives no recipe to rebuild it; restore the "
                             "file (the agent's url in AGENT_INFO says where to get it)")
+    if artifact.numerics == PORTABLE:
+        ok, why = portable_supported()
+        if not ok:
+            raise ArtifactError(f"{target} is missing and cannot be rebuilt here: {why} (its recipe trains in "
+                                f"the {PORTABLE} numeric mode); fetch it from an artifact store (--artifact-store) "
+                                "or verify on an x86-64 machine with AVX2 and FMA")
     recipe = manifest.recipes[artifact.recipe]
     workdir = Path(tempfile.mkdtemp(prefix="polar_bench_rebuild_"))
     out = workdir / "out" / target.name
@@ -285,16 +464,21 @@ def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None])
 
 
 def ensure_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None, *,
-                     rebuild: bool = True, log: Callable[[str], None] = print) -> list[dict]:
-    """Check (and, when missing, rebuild) every artifact the (task, run) ``units`` need.
+                     rebuild: bool = True, log: Callable[[str], None] = print,
+                     store: str | None = None) -> list[dict]:
+    """Check (and, when missing, fetch or rebuild) every artifact the (task, run) ``units`` need.
 
-    Returns one row per needed artifact: path, sha256, and ``"checked"`` or ``"rebuilt"``. Raises
-    `ArtifactError` for an artifact without a pinned SHA-256, a missing one that cannot be rebuilt
-    (or ``rebuild`` is false), and any SHA-256 that differs from the manifest's."""
+    A missing artifact is first looked up by SHA-256 in the artifact store (``store``, else
+    `store_location`'s), then rebuilt by its recipe; a rebuilt one is kept in a local store. Returns
+    one row per needed artifact: path, sha256, and ``"checked"``, ``"fetched"`` or ``"rebuilt"``.
+    Raises `ArtifactError` for an artifact without a pinned SHA-256, a missing one that can be neither
+    fetched nor rebuilt (or ``rebuild`` is false), and any SHA-256 that differs from the manifest's."""
     manifest = load_manifest(agent_path)
     if manifest is None:
         return []
     wanted = None if units is None else sorted(set(units))
+    where = store_location(store)
+    artifact_store = ArtifactStore(where) if where is not None else None
     rows = []
     for artifact in manifest.artifacts:
         if not artifact.needed_by(wanted):
@@ -304,9 +488,12 @@ def ensure_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | 
             raise ArtifactError(f"{target}: the manifest pins no SHA-256 for it, so it cannot be checked; rebuild "
                                 "it and pin its SHA-256 in the manifest before this entry can be verified")
         how = "checked"
+        if not target.is_file() and artifact_store is not None and _fetch(artifact_store, artifact, target, log):
+            how = "fetched"
         if not target.is_file():
             if not rebuild:
-                raise ArtifactError(f"{target} is missing; rebuild it (its manifest's recipe) or restore it")
+                raise ArtifactError(f"{target} is missing; rebuild it (its manifest's recipe), restore it, or "
+                                    f"name an artifact store that holds it (--artifact-store, {STORE_ENV})")
             built, layers = _rebuild(manifest, artifact, log)
             try:
                 sha = file_sha256(built)
@@ -319,6 +506,8 @@ def ensure_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | 
             finally:
                 shutil.rmtree(built.parent.parent, ignore_errors=True)
             how = "rebuilt"
+            if sha == artifact.sha256 and artifact_store is not None and not artifact_store.remote:
+                artifact_store.put(target, sha)  # the next verification need not retrain it
         else:
             sha = file_sha256(target)
         if sha != artifact.sha256:

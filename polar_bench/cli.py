@@ -16,7 +16,7 @@ from . import __version__
 from .errors import UserError
 
 # Modules of polar_bench.commands, in the order their commands appear in --help.
-COMMAND_MODULES = ["evaluate", "suites", "scoring", "leaderboard", "reproduce", "scaffold"]
+COMMAND_MODULES = ["evaluate", "suites", "scoring", "leaderboard", "artifacts", "reproduce", "scaffold"]
 
 
 def build_parser() -> argparse.ArgumentParser:

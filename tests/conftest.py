@@ -32,3 +32,9 @@ def ray_local():
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _private_artifact_store(tmp_path_factory, monkeypatch):
+    """Each test gets an empty artifact store of its own: none reads or fills the user's cache."""
+    monkeypatch.setenv("POLAR_BENCH_ARTIFACT_STORE", str(tmp_path_factory.mktemp("artifact_store")))

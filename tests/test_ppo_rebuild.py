@@ -36,12 +36,14 @@ def test_manifest_pins_files_on_disk_and_lists_absent_rebuildable_ones_unpinned(
         (ckpt / task / "run0.json").write_text("{}")
         if with_pt:
             (ckpt / task / "run0.pt").write_bytes(b"weights")
-    data = manifest(ckpt, "checkpoints/")
+    data = manifest([(ckpt, "checkpoints/", ("gym", "procgen", "babyai"), "native")])
     rows = {a["task"]: a for a in data["artifacts"]}
     assert set(rows) == {"gym/CartPole-v1", "procgen/coinrun"}  # BabyAI's are committed: absent means absent
     assert rows["gym/CartPole-v1"]["sha256"] and "recipe" not in rows["gym/CartPole-v1"]
     assert rows["procgen/coinrun"] == {"path": "checkpoints/procgen/coinrun/run0.pt", "sha256": None, "bytes": None,
-                                       "task": "procgen/coinrun", "run": 0, "recipe": "retrain"}
+                                       "task": "procgen/coinrun", "run": 0, "recipe": "retrain",
+                                       "numerics": "native"}
+    assert data["recipes"]["retrain"]["command"][-4:] == ["--numerics", "native", "--to", "{path}"]
     (tmp_path / "agent.py").write_text("")
     (tmp_path / "artifacts.json").write_text(json.dumps(data))
     assert ensure_artifacts(tmp_path / "agent.py", [("gym/CartPole-v1", 0)])[0]["status"] == "checked"
@@ -65,11 +67,19 @@ def test_adopt_takes_a_sweeps_runs_as_the_bytes_a_rebuild_would_write(tmp_path):
     _checkpoint(sweep / "checkpoints/atari/Breakout/run1.pt", "/tmp/polar_bench_ppo_q", 0.5)
     (sweep / "checkpoints/atari/Breakout/run1.json").write_text('{"eval_return_mean": 4.0}')
     (sweep / "curves/atari/Breakout/run1.csv").write_text("step,return\n")
+    # trained natively: not taken into the portable folder (nor anything else of the sweep)
+    with pytest.raises(SystemExit, match="trained in the native numeric mode, not avx2-portable"):
+        adopt(sweep, out, ["atari"])
+    assert not out.exists()
+    sidecar = '{"eval_return_mean": 4.0, "numerics": {"mode": "avx2-portable"}}'
+    (sweep / "checkpoints/atari/Breakout/run1.json").write_text(sidecar)
     rows = adopt(sweep, out, ["atari"])
     pt = out / "atari/Breakout/run1.pt"
     assert pt.read_bytes() == canonical_bytes(sweep / "checkpoints/atari/Breakout/run1.pt")
-    assert rows == [{"task": "atari/Breakout", "run": 1, "sha256": manifest(out, "c/")["artifacts"][0]["sha256"]}]
-    assert (out / "atari/Breakout/run1.json").read_text() == '{"eval_return_mean": 4.0}'
+    pinned = manifest([(out, "c/", ("atari",), "avx2-portable")])["artifacts"][0]
+    assert pinned["numerics"] == "avx2-portable" and pinned["recipe"] == "retrain-portable"
+    assert rows == [{"task": "atari/Breakout", "run": 1, "sha256": pinned["sha256"], "numerics": "avx2-portable"}]
+    assert (out / "atari/Breakout/run1.json").read_text() == sidecar
     assert (tmp_path / "ppo/curves/atari/Breakout/run1.csv").read_text() == "step,return\n"
     assert adopt(sweep, tmp_path / "other", ["procgen"]) == []  # another family: left alone
     # a seed that no experiment file trains could never be rebuilt, so it is refused
@@ -90,12 +100,14 @@ def test_rewriting_the_manifest_keeps_the_pins_of_rebuildable_checkpoints_absent
                              "built_on": "the pinning CPU"},
                             {"path": "checkpoints/atari/Pong/run0.pt", "sha256": "cd" * 32, "bytes": 11,
                              "built_on": "the pinning CPU"}]}
-    rows = {a["task"]: a for a in manifest(ckpt, "checkpoints/", previous=before)["artifacts"]}
+    part = [(ckpt, "checkpoints/", ("procgen", "atari"), "native")]
+    rows = {a["task"]: a for a in manifest(part, previous=before)["artifacts"]}
     assert (rows["procgen/coinrun"]["sha256"], rows["procgen/coinrun"]["bytes"]) == ("ab" * 32, 7)
     assert rows["procgen/coinrun"]["built_on"] == "the pinning CPU"     # still the pinned bytes
     assert rows["atari/Pong"]["sha256"] and rows["atari/Pong"]["recipe"] == "retrain"
     assert rows["atari/Pong"]["built_on"] == machine_description()       # new bytes, made here
     before["artifacts"][1]["sha256"] = rows["atari/Pong"]["sha256"]
-    again = {a["task"]: a for a in manifest(ckpt, "checkpoints/", previous=before)["artifacts"]}
+    again = {a["task"]: a for a in manifest(part, previous=before)["artifacts"]}
     assert again["atari/Pong"]["built_on"] == "the pinning CPU"          # the same bytes keep their origin
-    assert {a["task"]: a for a in manifest(ckpt, "checkpoints/")["artifacts"]}["procgen/coinrun"]["sha256"] is None
+    fresh = {a["task"]: a for a in manifest(part)["artifacts"]}["procgen/coinrun"]
+    assert fresh["sha256"] is None and "built_on" not in fresh

@@ -1,6 +1,6 @@
 """The LLM+PPO agent: an LLM planner chooses skills, goal-conditioned PPO executors carry them out.
 
-    python -m polar_bench evaluate baselines/llm_ppo/agent.py --suite v1 --out llm_ppo.json
+    python -m polar_bench evaluate baselines/llm_ppo/agent.py --suite v2 --out llm_ppo.json
 
 Every ``replan_every`` steps of the current skill, when the executor reports that the skill has ended,
 and (optionally) when the executor's policy entropy is above ``replan_entropy``, the LLM reads the
@@ -9,7 +9,9 @@ next skill from the menu (``skills.py``). The choice is constrained to the menu 
 embedded model), so the answer is always a valid skill.
 
 Domains without skills (classic control and DMC: one continuous policy, nothing to decompose;
-Procgen: no text rendering) play plain PPO, the same checkpoint as ``baselines/ppo/agent.py``.
+Procgen: no text rendering; Atari) play plain PPO, the same checkpoint as ``baselines/ppo/agent_v2.py``
+(its Procgen, NetHack and Atari checkpoints are the portable ones; the v1 entry's frozen agent file,
+``agent_3bd0b979.py``, plays v1's).
 
 The LLM is ``polar_bench.llm.make_client()``: the embedded SmolLM2-135M-Instruct by default, or any
 OpenAI-compatible endpoint through the POLAR_BENCH_LLM_* variables (docs/llm.md). Settings:
@@ -31,8 +33,8 @@ if str(ROOT) not in sys.path:
 import torch  # noqa: E402
 
 from baselines.llm_ppo import skills as S  # noqa: E402
-from baselines.ppo import agent as ppo_agent  # noqa: E402
-from baselines.ppo.networks import load_checkpoint, plays_sampled  # noqa: E402
+from baselines.ppo import agent_v2 as ppo_agent  # noqa: E402
+from baselines.ppo.networks import plays_sampled  # noqa: E402
 from polar_bench.errors import UserError  # noqa: E402
 
 CONFIG = {
@@ -88,11 +90,7 @@ def _policy(task, run: int):
     """A cached `Policy` for (task id, run), with the spaces of ``task``."""
     key = (task.id, run)
     if key not in _POLICIES:
-        path = ppo_agent.checkpoint_dir() / task.id / f"run{run}.pt"
-        if not path.exists():
-            raise FileNotFoundError(f"no PPO checkpoint at {path} (an LLM+PPO executor); train it with "
-                                    f"python -m baselines.ppo.train --task {task.id} --seed {run}")
-        _POLICIES[key] = load_checkpoint(path, task.observation_space, task.action_space)[0]
+        _POLICIES[key] = ppo_agent.load_policy(task, run)
     return _POLICIES[key]
 
 

@@ -1,10 +1,12 @@
-"""The PPO baseline as a polar_bench agent: the checkpoint of (task, run) plays its mode action.
+"""The PPO baseline on suite v1: the checkpoint of (task, run) plays its mode action.
 
     python -m polar_bench evaluate baselines/ppo/agent.py --suite v1 --tasks gym/CartPole-v1
 
 Checkpoints are read from baselines/ppo/checkpoints/<task>/run<run>.pt, or from the folder named by
 the environment variable POLAR_PPO_CHECKPOINTS. Train a missing one with
 ``python -m baselines.ppo.train --task <task> --seed <run>`` (see README.md beside this file).
+Suite v2 is played by ``agent_v2.py``, whose Procgen, NetHack and Atari checkpoints are the portable
+ones. What this file loads must not change: the v1 LLM+PPO entry's agent file (frozen) imports it.
 """
 
 from __future__ import annotations
@@ -29,11 +31,11 @@ def checkpoint_dir() -> Path:
     return Path(os.environ.get("POLAR_PPO_CHECKPOINTS", Path(__file__).resolve().parent / "checkpoints"))
 
 
-def _training_steps() -> tuple[dict, dict]:
-    """Environment steps per task (the largest over runs) and per domain, from the checkpoints' sidecars."""
+def training_steps(sidecars) -> tuple[dict, dict]:
+    """Environment steps per task (the largest over runs) and per domain, from checkpoints' sidecars."""
     per_task: dict[str, int] = {}
     per_domain: dict[str, int] = {}
-    for sidecar in sorted(checkpoint_dir().glob("**/run*.json")):
+    for sidecar in sorted(sidecars):
         try:
             meta = json.loads(sidecar.read_text())
         except (OSError, ValueError):
@@ -44,7 +46,7 @@ def _training_steps() -> tuple[dict, dict]:
     return per_task, per_domain
 
 
-_PER_TASK, _PER_DOMAIN = _training_steps()
+_PER_TASK, _PER_DOMAIN = training_steps(checkpoint_dir().glob("**/run*.json"))
 AGENT_INFO = {
     "name": "ppo",
     "authors": ["polar_bench maintainers"],

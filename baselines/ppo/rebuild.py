@@ -1,34 +1,17 @@
 """Rebuild PPO checkpoints bit for bit: retrain (task, run) as the experiment file did, byte-stable output.
 
-    python -m baselines.ppo.rebuild TASK RUN [TASK RUN ...] [--out DIR] [--manifest]
-    python -m baselines.ppo.rebuild --missing [--families procgen nethack atari]
-    python -m baselines.ppo.rebuild --adopt runs/ppo-atari100k [--families atari]
+    python -m baselines.ppo.rebuild TASK RUN [TASK RUN ...] [--numerics avx2-portable|native] [--out DIR | --to FILE]
+    python -m baselines.ppo.rebuild --missing [--families procgen nethack atari] [--numerics ...]
+    python -m baselines.ppo.rebuild --adopt runs/ppo-v2-portable [--families procgen nethack atari]
     python -m baselines.ppo.rebuild --write-manifest
 
-Training is seeded and, with one torch thread, gives the same network weights on every run on the
-same machine and torch build (measured: baselines/ppo/README.md, "Artifacts"). What differed between
-two trainings of one run were the temporary output folder that `sweep.train_isolated` stores in the
-checkpoint's ``config`` (and the layout of that dict changes with the trainer's command line), and
-the archive name ``torch.save`` takes from the file name. A rebuilt checkpoint therefore keeps of
-its ``config`` only the seed (the settings are the experiment file's) and is serialized through
-memory, so that its SHA-256 depends on the weights alone; those are the SHA-256 that
-``baselines/ppo/artifacts.json`` pins and that `polar_bench.artifacts` checks.
-
-``--write-manifest`` writes ``artifacts.json`` beside ``agent.py`` here and in ``baselines/llm_ppo/``
-(whose agent plays the same checkpoints): every checkpoint with a committed sidecar, its SHA-256 as
-it is on disk now, and for the git-ignored families (`REBUILT`) this module as the recipe; a
-checkpoint of those families that is absent keeps the SHA-256 the manifest already pinned, and is
-listed with ``"sha256": null`` only if it never was (then an entry that needs it is not verifiable
-until it is rebuilt and pinned).
-
-``--adopt DIR`` takes the runs of a finished sweep (``python -m baselines.ppo.sweep ... --out-dir DIR``)
-into this folder without training them again: each checkpoint re-serialized by `canonical_bytes` (the
-bytes a rebuild gives), its ``.json`` sidecar and its learning curve. A run whose task and seed no
-experiment file here trains is refused, since nothing could rebuild it.
-
-Only the ``.pt`` is written (atomically, into ``checkpoints/<task>/run<run>.pt`` of this folder or
-``--out``); the committed ``.json`` sidecar, curve and logs are left alone. Each rebuilt run prints its
-training-time evaluation beside the committed sidecar's ``eval_return_mean``.
+A retrain is seeded and single-threaded; in the portable numeric mode (the default,
+`polar_bench.numerics`) it gives the same weights on any x86-64 CPU with AVX2 and FMA, natively only on
+a like CPU. A checkpoint's ``config`` is cut to its seed and it is serialized through memory
+(`canonical_bytes`), so that its SHA-256 depends on the weights alone. Portable checkpoints go to
+portable/checkpoints/ (suite v2's, played by agent_v2.py), native ones to checkpoints/ (suite v1's
+pins). ``--adopt`` takes a finished sweep's runs in without retraining; ``--write-manifest`` writes
+the four manifests (`write_manifests`). Details and measurements: README.md, "Artifacts".
 """
 
 from __future__ import annotations
@@ -42,12 +25,29 @@ import os
 import sys
 from pathlib import Path
 
+from polar_bench import numerics
+from polar_bench.numerics import PORTABLE
+
 HERE = Path(__file__).resolve().parent
 # families whose checkpoints are git-ignored and rebuilt by retraining
 REBUILT = ("procgen", "nethack", "atari")
-RECIPE = {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}", "--to", "{path}"], "cwd": "../..",
-          "about": "deterministic retrain with one torch thread: about 40 s per Procgen run, 2-3 min per "
-                   "NetHack run, 4-5 min per Atari 100k run on one core"}
+# Where each numeric mode's checkpoints live: the native ones are suite v1's pins (agent.py and the v1
+# entries play them); the portable ones suite v2's (agent_v2.py).
+FOLDERS = {numerics.NATIVE: HERE / "checkpoints", PORTABLE: HERE / "portable" / "checkpoints"}
+_ABOUT = ("deterministic retrain with one torch thread: about 40 s per Procgen run, 2-3 min per NetHack run, "
+          "4-5 min per Atari 100k run on one core")
+RECIPES = {
+    numerics.NATIVE: {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}", "--numerics",
+                                  "native", "--to", "{path}"], "cwd": "../..",
+                      "about": _ABOUT + "; bit for bit only on a CPU like the one that built it ('built_on')"},
+    PORTABLE: {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}", "--numerics", PORTABLE,
+                           "--to", "{path}"], "cwd": "../..",
+               "about": _ABOUT + "; the portable numeric mode: the same bytes on any x86-64 CPU with AVX2 and FMA"},
+}
+RECIPE_NAMES = {numerics.NATIVE: "retrain", PORTABLE: "retrain-portable"}
+# The machine that pinned the native rows that predate 'built_on' (measured: issue #39, the same bytes
+# rebuilt on an AMD EPYC of family 25, model 17, AVX-512; a Zen 2 machine gives other bytes).
+FIRST_PINS_MACHINE = "AMD EPYC, x86_64 family 25 model 17, AVX-512"
 EXPERIMENTS = ("v1_trained.yaml", "v1_rest.yaml", "v1_procgen.yaml", "v2_atari100k.yaml", "v2_runs34.yaml")
 # What a rebuilt checkpoint keeps of the trainer's config: the seed; the settings are the experiment file's.
 CANONICAL_CONFIG_KEYS = ("seed",)
@@ -83,12 +83,13 @@ def _write_atomically(target: Path, data: bytes) -> None:
     os.replace(tmp, target)
 
 
-def rebuild(task: str, run: int, out: Path, to: Path | None = None) -> dict:
-    """Retrain one run and write its byte-stable checkpoint under ``out`` (or to the file ``to``);
-    return a summary."""
+def rebuild(task: str, run: int, out: Path, to: Path | None = None, mode: str = PORTABLE) -> dict:
+    """Retrain one run in numeric ``mode`` and write its byte-stable checkpoint under ``out`` (or to
+    the file ``to``); return a summary. The mode must have been entered (`numerics.enter`) before
+    torch computed anything in this process; `main` does that."""
     from .sweep import train_isolated
 
-    cfg = dataclasses.replace(find_config(task, run), torch_threads=1, progress=False)
+    cfg = dataclasses.replace(find_config(task, run), torch_threads=1, progress=False, numerics=mode)
     summary, files = train_isolated(cfg)
     raw = files[f"checkpoints/{task}/run{run}.pt"]
     target = to if to is not None else out / task / f"run{run}.pt"
@@ -98,59 +99,62 @@ def rebuild(task: str, run: int, out: Path, to: Path | None = None) -> dict:
     committed = json.loads(sidecar.read_text())["eval_return_mean"] if sidecar.is_file() else None
     return {"task": task, "run": run, "path": str(target), "sha256": hashlib.sha256(data).hexdigest(),
             "bytes": len(data), "eval_return_mean": summary.get("eval_return_mean"),
-            "committed_eval_return_mean": committed, "seconds": summary.get("seconds")}
+            "committed_eval_return_mean": committed, "seconds": summary.get("seconds"),
+            "numerics": summary.get("numerics")}
 
 
-def adopt(sweep_dir: Path, out: Path, families: list[str]) -> list[dict]:
-    """Take the finished runs of a sweep's output folder into ``out`` (see the module's docstring)."""
-    done = []
+def adopt(sweep_dir: Path, out: Path, families: list[str], mode: str = PORTABLE) -> list[dict]:
+    """Take the finished runs of a sweep's output folder into ``out`` (see the module's docstring). Every
+    run must have been trained in ``mode`` (its sidecar says so), or nothing is taken."""
+    runs = []
     for pt in sorted((sweep_dir / "checkpoints").glob("*/*/run*.pt")):
         family, name, run = pt.parent.parent.name, pt.parent.name, int(pt.stem[3:])
         task = f"{family}/{name}"
         if family not in families:
             continue
         find_config(task, run)  # exits if nothing here could rebuild it
-        data = canonical_bytes(pt)
-        target = out / task / f"run{run}.pt"
-        copies = ((pt.with_suffix(".json"), target.with_suffix(".json")),
+        copies = ((pt.with_suffix(".json"), out / task / f"run{run}.json"),
                   (sweep_dir / "curves" / task / f"run{run}.csv", out.parent / "curves" / task / f"run{run}.csv"))
         for src, _ in copies:
             if not src.is_file():
                 raise SystemExit(f"{src} is missing: the sweep did not finish {task} run {run}")
-        _write_atomically(target, data)
+        trained = (json.loads(copies[0][0].read_text()).get("numerics") or {}).get("mode", numerics.NATIVE)
+        if trained != mode:
+            raise SystemExit(f"{pt} was trained in the {trained} numeric mode, not {mode}: retrain it with "
+                             f"sweep --numerics {mode}, or adopt it with --numerics {trained}")
+        runs.append((pt, task, run, copies))
+    done = []
+    for pt, task, run, copies in runs:
+        data = canonical_bytes(pt)
+        _write_atomically(out / task / f"run{run}.pt", data)
         for src, dst in copies:
             _write_atomically(dst, src.read_bytes())
-        done.append({"task": task, "run": run, "sha256": hashlib.sha256(data).hexdigest()})
+        done.append({"task": task, "run": run, "sha256": hashlib.sha256(data).hexdigest(), "numerics": mode})
     return done
 
 
-def missing(families: list[str]) -> list[tuple[str, int]]:
-    """(task, run) of every committed sidecar of these families whose checkpoint is absent."""
+def missing(families: list[str], mode: str = PORTABLE) -> list[tuple[str, int]]:
+    """(task, run) of every committed sidecar of these families in ``mode``'s folder whose checkpoint is absent."""
     out = []
     for fam in families:
-        for sidecar in sorted((HERE / "checkpoints" / fam).glob("*/run*.json")):
+        for sidecar in sorted((FOLDERS[mode] / fam).glob("*/run*.json")):
             if not sidecar.with_suffix(".pt").is_file():
                 out.append((f"{fam}/{sidecar.parent.name}", int(sidecar.stem[3:])))
     return out
 
 
-def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None = None,
-             previous: dict | None = None) -> dict:
-    """The artifacts.json of an agent that plays the checkpoints in ``checkpoints``, named from its
-    folder with ``prefix`` (``checkpoints/`` for this folder's agent, ``../ppo/checkpoints/`` for LLM+PPO).
-    ``shared`` maps a checkpoint's task to every task whose episodes play it (default: its own).
-    ``previous`` is the manifest being replaced: a git-ignored checkpoint absent from this disk keeps
-    the SHA-256 it pinned (a clone that never rebuilt it must not unpin it)."""
+def _rows(checkpoints: Path, prefix: str, families: tuple[str, ...], mode: str, pinned: dict[str, dict],
+          shared: dict[str, list[str]] | None) -> list[dict]:
+    """One manifest row per sidecar of ``families`` under ``checkpoints`` (see `manifest`)."""
     from polar_bench.artifacts import file_sha256, machine_description
 
-    pinned = {r.get("path"): r for r in (previous or {}).get("artifacts", []) if isinstance(r, dict)}
-    artifacts = []
+    rows = []
     for sidecar in sorted(checkpoints.glob("*/*/run*.json")):
         task = f"{sidecar.parent.parent.name}/{sidecar.parent.name}"
         run = int(sidecar.stem[3:])
         pt = sidecar.with_suffix(".pt")
         family = task.split("/")[0]
-        if family not in REBUILT and not pt.is_file():
+        if family not in families or (family not in REBUILT and not pt.is_file()):
             continue
         on_disk = pt.is_file()
         path = f"{prefix}{task}/run{run}.pt"
@@ -159,43 +163,82 @@ def manifest(checkpoints: Path, prefix: str, shared: dict[str, list[str]] | None
                                   "bytes": pt.stat().st_size if on_disk else before.get("bytes"), "task": task,
                                   "run": run}
         if family in REBUILT:
-            row["recipe"] = "retrain"
+            row["recipe"] = RECIPE_NAMES[mode]
+            row["numerics"] = mode
             # where the pinned bytes came from: kept while they stay pinned, this machine for new ones
-            # (a retrain gives the same bits only on a like CPU; README, "Artifacts")
-            built_on = before.get("built_on") if row["sha256"] == before.get("sha256") else machine_description()
+            # (natively, a retrain gives the same bits only on a like CPU; README, "Artifacts")
+            if row["sha256"] is None:
+                built_on = None
+            elif row["sha256"] == before.get("sha256"):
+                built_on = before.get("built_on") or (FIRST_PINS_MACHINE if mode == numerics.NATIVE else None)
+            else:
+                built_on = machine_description()
             if built_on:
                 row["built_on"] = built_on
         if shared and task in shared:
             row["tasks"] = shared[task]
-        artifacts.append(row)
+        rows.append(row)
+    return rows
+
+
+def manifest(parts: list[tuple[Path, str, tuple[str, ...], str]], shared: dict[str, list[str]] | None = None,
+             previous: dict | None = None) -> dict:
+    """An artifacts.json: for each (checkpoints folder, path prefix, families, numeric mode) of ``parts``,
+    a row per checkpoint of those families there, named from the manifest's folder with the prefix
+    (``checkpoints/`` beside agent.py, ``../ppo/portable/checkpoints/`` for LLM+PPO's v2 agent).
+    ``shared`` maps a checkpoint's task to every task whose episodes play it (default: its own).
+    ``previous`` is the manifest being replaced: a git-ignored checkpoint absent from this disk keeps
+    the SHA-256 it pinned (a clone that never rebuilt it must not unpin it)."""
+    pinned = {str(r.get("path")): r for r in (previous or {}).get("artifacts", []) if isinstance(r, dict)}
+    rows, modes = [], set()
+    for checkpoints, prefix, families, mode in parts:
+        part = _rows(checkpoints, prefix, families, mode, pinned, shared)
+        modes |= {mode for r in part if "recipe" in r}
+        rows += part
     return {"format": 1,
             "about": "PPO checkpoints (baselines/ppo/README.md, 'Artifacts'): committed ones are checked; "
                      "Procgen, NetHack and Atari ones are git-ignored and rebuilt bit for bit by retraining. "
                      "Written by python -m baselines.ppo.rebuild --write-manifest.",
-            "recipes": {"retrain": RECIPE}, "artifacts": artifacts}
+            "recipes": {RECIPE_NAMES[m]: RECIPES[m] for m in sorted(modes)}, "artifacts": rows}
 
 
-def llm_ppo_shared() -> dict[str, list[str]]:
+def llm_ppo_shared(suite: str) -> dict[str, list[str]]:
     """LLM+PPO's executors: a NetHack episode loads the skill policies (baselines/llm_ppo/skills.py),
     a BabyAI episode GoToLocal's, beside its own task's."""
     from polar_bench import load_suite
 
     from ..llm_ppo.skills import NETHACK_SKILLS
 
-    ids = load_suite("v1").task_ids
+    ids = load_suite(suite).task_ids
     shared = {f"nethack/{name}": [t for t in ids if t.startswith("nethack/")] for name in NETHACK_SKILLS.values()}
     shared["babyai/GoToLocal"] = [t for t in ids if t.startswith("babyai/")]
     return shared
 
 
 def write_manifests() -> list[Path]:
+    """The four manifests: suite v1's pins (agent.py and the v1 entries' frozen agent files) and suite
+    v2's (agent_v2.py, LLM+PPO's agent.py), each written from the checkpoints on disk."""
+    native, portable = FOLDERS[numerics.NATIVE], FOLDERS[PORTABLE]
+    committed = ("gym", "dmc", "babyai")
+    v1 = committed + ("procgen", "nethack")
+    llm_ppo = HERE.parent / "llm_ppo"
+    Part = tuple[Path, str, tuple[str, ...], str]
+    plans: list[tuple[Path, list[Part], dict[str, list[str]] | None]] = [
+        (HERE / "artifacts.json", [(native, "checkpoints/", v1, numerics.NATIVE)], None),
+        (HERE / "agent_v2.artifacts.json", [(native, "checkpoints/", committed, numerics.NATIVE),
+                                            (portable, "portable/checkpoints/", REBUILT, PORTABLE)], None),
+        (llm_ppo / "agent_3bd0b979.artifacts.json", [(native, "../ppo/checkpoints/", v1, numerics.NATIVE)],
+         llm_ppo_shared("v1")),
+        (llm_ppo / "artifacts.json", [(native, "../ppo/checkpoints/", committed, numerics.NATIVE),
+                                      (portable, "../ppo/portable/checkpoints/", REBUILT, PORTABLE)],
+         llm_ppo_shared("v2")),
+    ]
     out = []
-    for folder, prefix, shared in ((HERE, "checkpoints/", None),
-                                   (HERE.parent / "llm_ppo", "../ppo/checkpoints/", llm_ppo_shared())):
-        path = folder / "artifacts.json"
-        previous = json.loads(path.read_text()) if path.is_file() else None
-        data = manifest(HERE / "checkpoints", prefix, shared, previous)  # both two below the repository root
-        path.write_text(json.dumps(data, indent=1) + "\n")
+    for path, parts, shared in plans:
+        # a manifest's previous pins: its own, or (first written) those of the manifest it splits from
+        source = path if path.is_file() else path.with_name("artifacts.json")
+        previous = json.loads(source.read_text()) if source.is_file() else None
+        path.write_text(json.dumps(manifest(parts, shared, previous), indent=1) + "\n")
         out.append(path)
     return out
 
@@ -208,9 +251,13 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --missing or --adopt (default: %(default)s)")
     p.add_argument("--adopt", metavar="DIR", help="take the finished runs of a sweep's --out-dir DIR into --out "
                    "(canonical checkpoint bytes, sidecars, curves), without training")
-    p.add_argument("--out", default=str(HERE / "checkpoints"), help="checkpoint folder (default: this folder's)")
+    p.add_argument("--out", help="checkpoint folder (default: this folder's for the mode: portable/checkpoints/ "
+                   "for avx2-portable, checkpoints/ for native)")
     p.add_argument("--to", metavar="FILE", help="with one TASK RUN pair: write the checkpoint to FILE instead (what "
                    "verify's locked-down recipe does: it may write only in its private folder)")
+    p.add_argument("--numerics", choices=numerics.MODES, default=PORTABLE,
+                   help="numeric mode of the retraining (default: %(default)s, the same bytes on any x86-64 CPU "
+                        "with AVX2 and FMA; 'native' rebuilds the checkpoints pinned before that mode existed)")
     p.add_argument("--write-manifest", action="store_true",
                    help="write artifacts.json here and in baselines/llm_ppo/ from the checkpoints on disk")
     args = p.parse_args(argv)
@@ -218,19 +265,23 @@ def main(argv: list[str] | None = None) -> int:
         for path in write_manifests():
             print(f"wrote {path}")
         return 0
+    out = Path(args.out) if args.out else FOLDERS[args.numerics]
     if args.adopt:
-        for row in adopt(Path(args.adopt), Path(args.out), args.families):
+        for row in adopt(Path(args.adopt), out, args.families, args.numerics):
             print(json.dumps(row), flush=True)
         return 0
     if len(args.pairs) % 2:
         p.error("give TASK RUN pairs")
     pairs = [(args.pairs[i], int(args.pairs[i + 1])) for i in range(0, len(args.pairs), 2)]
     if args.missing:
-        pairs += missing(args.families)
+        pairs += missing(args.families, args.numerics)
     if args.to and len(pairs) != 1:
         p.error("--to takes exactly one TASK RUN pair")
+    if pairs:
+        numerics.enter(args.numerics)  # before this process imports torch
     for task, run in pairs:
-        print(json.dumps(rebuild(task, run, Path(args.out), Path(args.to) if args.to else None)), flush=True)
+        print(json.dumps(rebuild(task, run, out, Path(args.to) if args.to else None, args.numerics)),
+              flush=True)
     return 0
 
 

@@ -1,7 +1,8 @@
 """PPO training sweeps over (task, seed): every run of an experiment file, in parallel.
 
-    python -m baselines.ppo.sweep baselines/ppo/experiments/example.yaml [--backend local|ray]
-        [--address auto|ray://HOST:PORT] [--workers N] [--out-dir DIR] [--skip-existing [--by-task]]
+    python -m baselines.ppo.sweep EXPERIMENT.yaml [EXPERIMENT.yaml ...] [--tasks GLOB ...]
+        [--backend local|ray] [--address auto|ray://HOST:PORT] [--workers N] [--out-dir DIR]
+        [--numerics avx2-portable|native] [--skip-existing [--by-task]]
 
 Each (harness, seed) of the experiment is one `train()` call, run in a spawned worker process
 (``local``) or as a Ray task (``ray``, one CPU each; Ray retries a task whose worker or node dies).
@@ -10,14 +11,17 @@ summary, the CSV learning curve, TensorBoard scalars) back to the driver, which 
 ``--out-dir`` (else the experiment's ``out_dir``, else ``runs/ppo`` at the project root, as
 ``train`` does): on a cluster, nothing is left behind on the worker machines. A suite or task that
 does not load stops the sweep before any run starts. The experiment
-file's ``distributed: {backend: ray, num_workers: 4}`` section sets the defaults of the flags.
-Training is seeded, so a run gives the same checkpoint on either backend.
+file's ``distributed: {backend: ray, num_workers: 4}`` section sets the defaults of the flags (the
+first file's, when several are given). Training is seeded, so a run gives the same checkpoint on either
+backend; ``--numerics avx2-portable`` makes it the same checkpoint on any x86-64 CPU with AVX2 and FMA
+(`polar_bench.numerics`: the mode is entered here, before any worker starts).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import fnmatch
 import json
 import multiprocessing as mp
 import os
@@ -25,6 +29,8 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
+
+from polar_bench import numerics
 
 from .train import Config, checkpoint_file, configs_from_args, read_experiment_file, run_command, train
 
@@ -57,6 +63,11 @@ def run_sweep(configs: list[Config], backend: str = "local", workers: int | None
     Each run's checkpoint, curve and logs are written as soon as that run finishes, so a sweep that
     is interrupted keeps every finished run (and later runs can already use them)."""
     summaries: list[dict | None] = [None] * len(configs)
+    modes = {c.numerics for c in configs}
+    if len(modes) > 1:
+        raise ValueError(f"one sweep trains in one numeric mode, not {sorted(modes)}")
+    for mode in modes:
+        numerics.enter(mode)  # inherited by the workers, which import torch before train() runs
 
     def finished(i: int, result: tuple[dict, dict[str, bytes]]) -> None:
         summary, files = result
@@ -91,7 +102,10 @@ def _sweep_ray(configs: list[Config], workers: int | None, address: str | None, 
                  **({"num_cpus": workers} if address is None and workers else {}))
         started_here = True
     try:
-        task = ray.remote(num_cpus=1, max_retries=2)(train_isolated)
+        # the portable mode's variables reach a Ray worker before it imports torch (its process starts with them)
+        portable = any(c.numerics == numerics.PORTABLE for c in configs)
+        options = {"runtime_env": {"env_vars": dict(numerics.PORTABLE_ENV)}} if portable else {}
+        task = ray.remote(num_cpus=1, max_retries=2, **options)(train_isolated)
         pending = {task.remote(c): i for i, c in enumerate(configs)}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
@@ -109,7 +123,12 @@ def _distributed_defaults(path: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     p = argparse.ArgumentParser(prog="python -m baselines.ppo.sweep", description=(__doc__ or "").split("\n\n")[0])
-    p.add_argument("experiment", help="a YAML experiment file (see baselines/ppo/experiments/)")
+    p.add_argument("experiments", nargs="+", metavar="experiment",
+                   help="YAML experiment files (see baselines/ppo/experiments/); their runs are trained together")
+    p.add_argument("--tasks", nargs="+", metavar="GLOB",
+                   help="only the runs of these tasks (globs such as 'procgen/*')")
+    p.add_argument("--numerics", choices=numerics.MODES, help="numeric mode of every run (default: each run's "
+                   "own, 'native' unless its file says); avx2-portable: the same bytes on any AVX2+FMA x86-64 CPU")
     p.add_argument("--backend", choices=("local", "ray"), help="default: the file's distributed.backend, else local")
     p.add_argument("--address", help="with --backend ray: 'auto' or ray://HOST:PORT")
     p.add_argument("--workers", type=int, help="parallel runs (default: distributed.num_workers, else all CPUs)")
@@ -119,16 +138,26 @@ def main(argv: list[str] | None = None) -> list[dict]:
                    "the output folder (a sweep cut short, continued later), and start the rest seed by seed, so "
                    "that a sweep stopped early has whole seeds done")
     p.add_argument("--by-task", action="store_true", help="with --skip-existing: start the runs task by task, in "
-                   "the file's order, instead (every seed of a task done before the next task starts: what "
-                   "baselines/ppo/stage_v2_atari.sh needs to evaluate each game as soon as its runs exist)")
+                   "the files' order, instead (every seed of a task done before the next task starts: what "
+                   "baselines/ppo/stage_v2.sh needs to evaluate each task as soon as its runs exist)")
     args = p.parse_args(argv)
-    defaults = _distributed_defaults(args.experiment)
-    configs = configs_from_args(["--config", args.experiment]
-                                + (["--out-dir", args.out_dir] if args.out_dir else []))
+    defaults = _distributed_defaults(args.experiments[0])
+    configs = []
+    for experiment in args.experiments:
+        configs += configs_from_args(["--config", experiment] + (["--out-dir", args.out_dir] if args.out_dir else []))
+    if args.tasks:
+        configs = [c for c in configs if any(fnmatch.fnmatchcase(c.task, g) for g in args.tasks)]
+        if not configs:
+            raise SystemExit(f"no run of {' '.join(args.experiments)} matches --tasks {' '.join(args.tasks)}")
+    if args.numerics:
+        configs = [dataclasses.replace(c, numerics=args.numerics) for c in configs]
     if args.skip_existing:
-        todo = [c for c in configs if not checkpoint_file(c).is_file()]  # the file's order: task by task
-        if not args.by_task:
-            todo.sort(key=lambda c: c.seed)  # stable: within a seed, the file's order
+        first: dict[str, int] = {}
+        for c in configs:
+            first.setdefault(c.task, len(first))
+        todo = [c for c in configs if not checkpoint_file(c).is_file()]
+        # task by task (in the order the files first name them), or seed by seed
+        todo.sort(key=(lambda c: (first[c.task], c.seed)) if args.by_task else (lambda c: c.seed))
         print(json.dumps({"skipped_existing": len(configs) - len(todo), "to_train": len(todo)}), flush=True)
         configs = todo
         if not configs:

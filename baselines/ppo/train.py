@@ -49,6 +49,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 import polar_bench
+from polar_bench import numerics
 from polar_bench.errors import SuiteError, UserError
 from polar_bench.suite import load_suite
 
@@ -126,6 +127,8 @@ class Config:
     """output folder: checkpoints/<task>/run<seed>.pt, curves/<task>/run<seed>.csv, tensorboard/<task>/seed<seed>/"""
     torch_threads: int = 1
     """torch threads per process (small networks: more threads only add contention)"""
+    numerics: str = "native"
+    """numeric mode: 'avx2-portable' (same checkpoint bytes on any x86-64 CPU with AVX2 and FMA) or 'native'"""
     progress: bool = True
     """show a progress bar with steps per second (plain lines when not on a terminal)"""
 
@@ -452,8 +455,14 @@ def checkpoint_file(cfg: Config) -> Path:
 
 
 def train(cfg: Config) -> dict:
-    """Train one PPO policy on ``cfg.task``; returns a summary (steps, seconds, final evaluation)."""
+    """Train one PPO policy on ``cfg.task``; returns a summary (steps, seconds, final evaluation, the
+    numeric mode in force)."""
+    if cfg.numerics == numerics.PORTABLE and cfg.torch_threads != 1:
+        raise ExperimentError(f"--numerics {numerics.PORTABLE} trains with one torch thread; "
+                              f"drop --torch-threads {cfg.torch_threads}")
+    numerics.enter(cfg.numerics, cfg.torch_threads)
     torch.set_num_threads(cfg.torch_threads)
+    mode = numerics.in_force(cfg.numerics)  # raises where the portable mode did not take
     random.seed(cfg.seed)
     np.random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
@@ -517,7 +526,7 @@ def train(cfg: Config) -> dict:
         checkpoint_path.with_suffix(".json").write_text(json.dumps(
             {"task": cfg.task, "domain": task.domain, "run": cfg.seed, "env_steps": global_step,
              "eval_return_mean": last_eval[0], "eval_return_std": last_eval[1],
-             "eval_seeds": eval_seeds, "final": final}, indent=1) + "\n")
+             "eval_seeds": eval_seeds, "final": final, "numerics": mode}, indent=1) + "\n")
         eval_seconds += time.time() - began
         return last_eval
 
@@ -612,7 +621,8 @@ def train(cfg: Config) -> dict:
     summary = {"task": cfg.task, "seed": cfg.seed, "env_steps": global_step, "seconds": round(seconds, 1),
                "train_seconds": round(seconds - eval_seconds, 1),  # without the evaluations
                "steps_per_second": round(global_step / (seconds - eval_seconds)), "eval_return_mean": final_eval[0],
-               "eval_return_std": final_eval[1], "eval_returns": final_eval[2], "checkpoint": str(checkpoint_path)}
+               "eval_return_std": final_eval[1], "eval_returns": final_eval[2], "numerics": mode,
+               "checkpoint": str(checkpoint_path)}
     print(json.dumps(summary), flush=True)
     return summary
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 
 from ..errors import UserError
 
@@ -69,6 +70,10 @@ def register(sub) -> None:
     p.add_argument("--trajectories", metavar="DIR",
                    help="write each episode's LLM calls, token level, with its return, as "
                         "DIR/<family>__<name>/run<R>-ep<I>.jsonl (schema in docs/llm.md)")
+    p.add_argument("--artifact-store", metavar="URL",
+                   help="fetch the pinned files the agent's artifacts.json declares and this disk lacks from this "
+                        "content-addressed store: a folder or an fsspec URL; 'none' for no store (default: "
+                        "$POLAR_BENCH_ARTIFACT_STORE, else the user's cache)")
     p.add_argument("--harness-plugin", action="append", default=[], metavar="FILE",
                    help="a trusted Python file imported in the evaluation workers before any harness is made, "
                         "e.g. one that registers a harness family (results marked non-standard); repeatable")
@@ -142,6 +147,11 @@ def run(args) -> int:
         harness_plugins=tuple(args.harness_plugin),
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
     )
+    if Path(args.agent).is_file():
+        from ..artifacts import fetch_missing_artifacts
+
+        fetch_missing_artifacts(args.agent, [(t.id, r) for t in tasks for r in range(cfg.runs)],
+                                store=args.artifact_store)
     data, code = run_evaluation(cfg)
     eps = data["episodes"]
     bad = [e for e in eps if e["status"] != "ok"]

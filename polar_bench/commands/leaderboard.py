@@ -48,6 +48,10 @@ def register(sub) -> None:
                         "deterministic agents; 0.05 when AGENT_INFO says 'deterministic': False)")
     p.add_argument("--no-rebuild", action="store_true",
                    help="do not rebuild missing artifacts (artifacts.json); stop instead")
+    p.add_argument("--artifact-store", metavar="URL",
+                   help="look missing artifacts up by SHA-256 in this store before rebuilding them: a folder or an "
+                        "fsspec URL; 'none' for no store (default: $POLAR_BENCH_ARTIFACT_STORE, else the user's "
+                        "cache)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
     p.add_argument("--llm-upstream", metavar="URL",
                    help="the OpenAI-compatible upstream behind the LLM proxy that the re-run agent runs behind "
@@ -147,7 +151,8 @@ def verify_command(args) -> int:
     record, entry = verify(args.results, args.agent, args.sample, seed=args.seed, leaderboard=args.leaderboard,
                            tolerance=args.tolerance, tasks=args.tasks, workers=args.workers,
                            progress=False if args.no_progress else None, allow_weaker=args.allow_weaker,
-                           rebuild=not args.no_rebuild, llm_upstream=args.llm_upstream)
+                           rebuild=not args.no_rebuild, llm_upstream=args.llm_upstream,
+                           artifact_store=args.artifact_store)
     how = "" if record["mode"] == "exact" else f" within {record['tolerance']} (normalized score)"
     for row in record["episodes"]:
         if not row["match"]:

@@ -228,7 +228,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
            leaderboard: str | Path | None = DEFAULT_DIR, tolerance: float | None = None,
            tasks: Sequence[str] | None = None, workers: int | None = None, progress: bool | None = None,
            guarantee: tuple[float, float] = DEFAULT_GUARANTEE, allow_weaker: bool = False,
-           rebuild: bool = True, llm_upstream: str | None = None) -> tuple[dict, Entry | None]:
+           rebuild: bool = True, llm_upstream: str | None = None,
+           artifact_store: str | None = None) -> tuple[dict, Entry | None]:
     """Re-run a sample of a results file's episodes with ``agent_path`` and compare (module docstring).
 
     ``sample``: the size of the uniform part (default: what ``guarantee`` needs). ``seed``: None draws
@@ -236,7 +237,9 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     recorded on (None when the results are not on the leaderboard, or ``leaderboard`` is None). A
     needed artifact that cannot be checked or rebuilt raises `ArtifactError` after a
     ``not_verifiable`` record was appended to the entry. ``llm_upstream``: the upstream of the LLM proxy
-    that the re-run agent always runs behind (default "embedded", started at its first call)."""
+    that the re-run agent always runs behind (default "embedded", started at its first call).
+    ``artifact_store``: where missing artifacts are looked up by SHA-256 before a rebuild
+    (`polar_bench.artifacts.store_location`)."""
     fraction, probability = guarantee
     if sample is not None and sample < 1:
         raise UserError(f"--sample must be at least 1; got {sample}")
@@ -288,7 +291,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     }
     try:
         artifacts = ensure_artifacts(agent_path, sorted({(k[0], k[1]) for k in keys}), rebuild=rebuild,
-                                     log=lambda line: print(line, flush=True))
+                                     log=lambda line: print(line, flush=True), store=artifact_store)
     except ArtifactError as exc:
         if entry is not None:
             record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": _now(),

@@ -1,0 +1,97 @@
+"""The portable numeric mode: training whose checkpoint bytes are the same on any x86-64 CPU with AVX2 and FMA.
+
+torch picks its CPU kernels by the widest instruction set the machine has (ATen's dispatch, oneDNN,
+MKL), so a float's last bits, and after many updates a checkpoint's bytes, depend on the CPU.
+`enter` caps all three at AVX2, puts MKL in its conditional-numerical-reproducibility mode and uses
+one thread, before torch computes anything; `in_force` reads back what took effect. What this
+promises and what was measured: docs/artifacts.md.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import Any
+
+from .errors import UserError
+
+__all__ = ["PORTABLE", "NATIVE", "MODES", "PORTABLE_ENV", "NumericsError", "cpu_flags", "portable_supported",
+           "enter", "in_force"]
+
+PORTABLE = "avx2-portable"
+NATIVE = "native"
+MODES = (PORTABLE, NATIVE)
+# Read by torch's ATen dispatch, oneDNN and MKL when they first run, so they must be set before that.
+PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2,STRICT",
+                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+_REQUIRED_FLAGS = ("avx2", "fma")
+
+
+class NumericsError(UserError):
+    """The portable mode cannot be had here: a CPU without AVX2 and FMA, or torch already computing."""
+
+
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of this machine's first CPU (empty where /proc/cpuinfo is not there)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                key, _, value = line.partition(":")
+                if key.strip() == "flags":
+                    return frozenset(value.split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def portable_supported(flags: frozenset[str] | None = None) -> tuple[bool, str]:
+    """Whether this machine can train (or rebuild) in the portable mode, and if not, why not."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False, f"the portable mode is defined for x86-64 CPUs; this one is {platform.machine()}"
+    flags = cpu_flags() if flags is None else flags
+    missing = [f.upper() for f in _REQUIRED_FLAGS if f not in flags]
+    if missing:
+        return False, f"this CPU lacks {' and '.join(missing)}, which the portable mode's kernels need"
+    return True, ""
+
+
+def enter(mode: str, threads: int = 1) -> None:
+    """Put this process in ``mode`` (`PORTABLE` or `NATIVE`) for the training that follows.
+
+    `PORTABLE` sets `PORTABLE_ENV` and one torch thread; call it before torch runs any operation
+    (a process that already computed keeps its kernels, and `in_force` then says so). Child
+    processes started afterwards inherit the mode. `NATIVE` changes nothing but the thread count.
+    Raises `NumericsError` where the CPU cannot run the portable mode."""
+    if mode not in MODES:
+        raise NumericsError(f"numeric mode {mode!r} is not one of {', '.join(MODES)}")
+    if mode == PORTABLE:
+        ok, why = portable_supported()
+        if not ok:
+            raise NumericsError(f"{why}; a checkpoint pinned in the {PORTABLE} mode cannot be rebuilt here")
+        os.environ.update(PORTABLE_ENV)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+def in_force(mode: str) -> dict[str, Any]:
+    """What this process computes with, as a checkpoint's provenance records it.
+
+    Raises `NumericsError` when ``mode`` is `PORTABLE` and any part of it is not in force (torch
+    chose its kernels before `enter`, or the environment was changed since)."""
+    import torch
+
+    capability = torch.backends.cpu.get_cpu_capability()
+    record: dict[str, Any] = {"mode": mode, "torch": torch.__version__, "aten_capability": capability,
+                              "threads": torch.get_num_threads()}
+    if mode == PORTABLE:
+        record.update({k.lower(): os.environ.get(k) for k in ("ONEDNN_MAX_CPU_ISA", "MKL_CBWR")})
+        wrong = [f"{k}={os.environ.get(k)!r}" for k, v in PORTABLE_ENV.items() if os.environ.get(k) != v]
+        if capability != "AVX2":
+            wrong.append(f"ATen dispatches to {capability} kernels (torch computed before the mode was entered)")
+        if record["threads"] != 1:
+            wrong.append(f"{record['threads']} torch threads")
+        if wrong:
+            raise NumericsError(f"the {PORTABLE} mode is not in force ({'; '.join(wrong)}); enter it before "
+                                "torch runs (polar_bench.numerics.enter)")
+    return record
