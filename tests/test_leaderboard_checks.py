@@ -243,6 +243,29 @@ def test_agent_info_incomplete():
         assert needle in text, needle
 
 
+@pytest.mark.parametrize("path, refused", [("baselines/ppo/agent.py", False), ("agent.py", False),
+                                           ("/work/main/baselines/llm_rl/agent.py", True),
+                                           ("../elsewhere/agent.py", True), ("C:\\Users\\me\\agent.py", True)])
+def test_the_agent_path_is_relative_to_the_repository(path, refused):
+    data = valid_results()
+    data["agent"]["path"] = path
+    found = [p for p in problems_of(data, "agent_info") if p.where == "agent/path"]
+    assert bool(found) == refused
+    if refused:
+        assert "evaluate from that repository's root with a relative path" in messages(found)
+
+
+def test_evaluate_records_the_agent_path_relative_to_the_working_folder(tmp_path, monkeypatch):
+    from polar_bench.evaluate.run import _recorded_path
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "agent.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert _recorded_path(tmp_path / "sub" / "agent.py") == "sub/agent.py"
+    assert _recorded_path("sub/agent.py") == "sub/agent.py"
+    assert _recorded_path("/elsewhere/agent.py") == "/elsewhere/agent.py"  # outside: submit says what to do
+
+
 def test_agent_info_budget_per_domain_and_llm_tokens():
     data = valid_results()
     data["agent"]["info"]["training_steps"] = 1_000_000

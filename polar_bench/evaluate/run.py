@@ -107,6 +107,13 @@ def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str
             ray.shutdown()
 
 
+def _recorded_path(path: str | Path) -> str:
+    """The agent path as results record it: relative to the working folder when the file is under it
+    (a results file names no folder of the machine that made it; submit refuses absolute paths)."""
+    resolved, here = Path(path).resolve(), Path.cwd().resolve()
+    return resolved.relative_to(here).as_posix() if resolved.is_relative_to(here) else str(Path(path))
+
+
 def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
     ok, 1: some episode failed). User errors raise `UserError`."""
@@ -130,7 +137,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     load_harness_plugins(cfg.plugin_files())
     for task in cfg.tasks:  # a bad option is the suite's error (exit 2), not an env_error per episode
         check_options(task.id, dict(task.options))
-    agent_path = str(Path(cfg.agent_path))
+    agent_path = _recorded_path(cfg.agent_path)
     protect_trusted_process()  # this process writes the journal: no agent may trace it
     # Import the agent file the way the workers will (isolated: never in this process), so that a broken
     # file fails fast, in one line, and AGENT_INFO is read as plain data.

@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any
 
 import numpy as np
@@ -465,6 +465,11 @@ def _text(ctx: _Context, value: Any, where: str, what: str, limit: int = MAX_INF
 
 
 def _check_agent_info(ctx: _Context) -> None:
+    path = ctx.get("agent", "path")
+    if isinstance(path, str) and (PurePosixPath(path).is_absolute() or PureWindowsPath(path).is_absolute()
+                                  or ".." in PurePosixPath(path).parts):
+        ctx.add("agent_info", "agent/path", f"{_short(path)} is not a path inside the repository that holds the "
+                "agent; evaluate from that repository's root with a relative path (e.g. agent.py)")
     info = ctx.get("agent", "info")
     w = "agent/info"
     if not isinstance(info, dict):
