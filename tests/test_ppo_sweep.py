@@ -89,3 +89,30 @@ def test_skip_existing_starts_seed_by_seed_or_with_by_task_task_by_task(tmp_path
     sweep.main([str(path), "--skip-existing", "--by-task"])
     cp, ac = "gym/CartPole-v1", "gym/Acrobot-v1"
     assert started == [[(cp, 0), (ac, 0), (cp, 1), (ac, 1)], [(cp, 0), (cp, 1), (ac, 0), (ac, 1)]]
+
+
+def test_several_files_are_one_sweep_filtered_by_task_in_one_numeric_mode(tmp_path, monkeypatch):
+    """stage_v2.sh trains a task's runs 0-2 (one file) and 3-4 (another) together, task by task."""
+    first = json.loads(json.dumps(EXPERIMENT))
+    first["harnesses"].append({"type": "gymnasium", "env_id": "Acrobot-v1", "num_parallel": 2})
+    second = json.loads(json.dumps(first))
+    second["training"]["seeds"] = [3]
+    paths = []
+    for name, data in (("a", first), ("b", second)):
+        data["agent"]["out_dir"] = str(tmp_path / "out")
+        paths.append(tmp_path / f"{name}.yaml")
+        paths[-1].write_text(yaml.safe_dump(data))
+    started: list[list[tuple[str, int, str]]] = []
+    run_sweep = sweep.run_sweep
+    monkeypatch.setattr(sweep, "run_sweep", lambda configs, *a: started.append(
+        [(c.task, c.seed, c.numerics) for c in configs]) or [])
+    sweep.main([*map(str, paths), "--skip-existing", "--by-task", "--numerics", "avx2-portable"])
+    cp, ac = "gym/CartPole-v1", "gym/Acrobot-v1"
+    assert started[-1] == [(t, s, "avx2-portable") for t in (cp, ac) for s in (0, 1, 3)]
+    sweep.main([*map(str, paths), "--tasks", "gym/Acro*"])
+    assert [(t, s) for t, s, _ in started[-1]] == [(ac, 0), (ac, 1), (ac, 3)] and started[-1][0][2] == "native"
+    with pytest.raises(SystemExit, match="matches --tasks procgen/"):
+        sweep.main([str(paths[0]), "--tasks", "procgen/*"])
+    configs = sweep.configs_from_args(["--config", str(paths[0])])
+    with pytest.raises(ValueError, match="one sweep trains in one numeric mode"):
+        run_sweep([configs[0], __import__("dataclasses").replace(configs[1], numerics="avx2-portable")])
