@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from ..clock import utc_now
 from ..errors import UserError
 
-__all__ = ["Journal", "Progress", "now"]
-
-
-def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+__all__ = ["Journal", "Progress"]
 
 
 def _extends(old: dict | None, new: dict) -> bool:
@@ -46,7 +42,7 @@ class Journal:
         if not self._has_header:
             # A new journal, or one of an evaluation of fewer tasks that this one extends (evaluate a
             # domain first, then the whole suite with the same --out: the finished episodes are kept).
-            self.started = self.started or now()
+            self.started = self.started or utc_now()
             self._write({"journal": 1, "identity": identity, "started": self.started})
 
     def _load(self) -> None:

@@ -19,13 +19,14 @@ from typing import Any
 from .. import __version__
 from .._optional import version_of
 from ..agent import agent_file_hash
+from ..clock import utc_now
 from ..errors import AgentLoadError, UserError
 from ..harness import check_options
 from ..results import write_results
 from .agents import DEFAULT_AGENT_MEMORY_MB, MAX_AGENT_PROCESSES, MAX_AGENT_THREADS, probe_agent
 from .config import EvalConfig, check_pins, journal_path
 from .dispatch import ProcessTransport, RayTransport, dispatch, load_harness_plugins
-from .journal import Journal, Progress, now
+from .journal import Journal, Progress
 from .lockdown import protect_trusted_process
 
 __all__ = ["run_evaluation"]
@@ -154,7 +155,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "runs": cfg.runs,
                 "episodes_override": cfg.episodes_override, "tasks": [t.id for t in cfg.tasks]}
     journal = Journal(journal_path(out), identity)
-    started = now()
+    started = utc_now()
     todo = deque(u for u in units if u.key not in journal.done)
     options = {t.id: dict(t.options) for t in cfg.tasks}
     progress = Progress(len(units), len(units) - len(todo), cfg.progress)
@@ -232,7 +233,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
                    "replaced_workers": cfg.replaced_workers, "worker_losses": cfg.worker_losses},
         "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
         "started": journal.started or started,
-        "finished": now(),
+        "finished": utc_now(),
         "episodes": episodes,
     }
     if cfg.harness_plugins:

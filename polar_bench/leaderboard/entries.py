@@ -15,7 +15,6 @@ length) catches the same evaluation resubmitted with edited metadata.
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import json
 import os
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..clock import utc_today
 from ..errors import UserError
 from .checks import Problem, check_submission
 
@@ -158,10 +158,6 @@ def _write_json(path: Path, obj: Any) -> None:
         raise
 
 
-def _today() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).date().isoformat()
-
-
 def submit(results_path: str | Path, leaderboard: str | Path = DEFAULT_DIR, *, date: str | None = None) -> Entry:
     """Check a results file and add it as an entry. Raises `SubmissionRejected` (with every problem)
     when a check fails, and `UserError` for a resubmission."""
@@ -170,7 +166,7 @@ def submit(results_path: str | Path, leaderboard: str | Path = DEFAULT_DIR, *, d
     if problems or data is None:
         raise SubmissionRejected(str(src), problems)
     if date is None:
-        date = _today()
+        date = utc_today()
     elif not _DATE.match(date):
         raise UserError(f"--date {date!r} is not a date like 2026-01-31")
     root = Path(leaderboard)

@@ -40,7 +40,6 @@ The comparison, per episode (recorded as ``compared_by``):
 
 from __future__ import annotations
 
-import datetime as _dt
 import fnmatch
 import functools
 import math
@@ -57,6 +56,7 @@ from .. import __version__
 from ..agent import agent_file_hash
 from ..analysis import episode_value
 from ..artifacts import ArtifactError, ensure_artifacts
+from ..clock import utc_now
 from ..errors import ResultsError, UserError
 from ..evaluate import DEFAULT_AGENT_THREADS, EvalConfig, Unit, run_evaluation
 from ..results import read_results
@@ -90,10 +90,6 @@ class _SampleConfig(EvalConfig):
 
     def units(self) -> list[Unit]:
         return [u for u in super().units() if u.key in self.sample]
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def altered_count(population: int, fraction: float) -> int:
@@ -294,7 +290,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
                                      log=lambda line: print(line, flush=True), store=artifact_store)
     except ArtifactError as exc:
         if entry is not None:
-            record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": _now(),
+            record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": utc_now(),
                                         "agent_sha256": sha, "polar_bench": __version__, **sampling})
         raise
     info = data["agent"].get("info") or {}
@@ -345,7 +341,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
                      f"returns within {FLOAT_TOLERANCE:g} (relative), other bits (digest or last digits of the "
                      "return), as another CPU's floating-point kernels give; counted as matches")
     record = {
-        "status": "passed" if matched == len(rows) else "failed", "date": _now(), "passed": matched == len(rows),
+        "status": "passed" if matched == len(rows) else "failed", "date": utc_now(), "passed": matched == len(rows),
         **sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts, "notes": notes,
         "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
         "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": artifacts,
