@@ -11,6 +11,7 @@ import platform
 import shutil
 import sys
 import tempfile
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -301,7 +302,17 @@ def test_a_recipe_runs_locked_down_and_only_its_file_comes_out(tmp_path, monkeyp
     assert tried["connect"] != "done" and tried["kill"] != "done"
     assert tried["secret"] is None and tried["home"].startswith(tempfile.gettempdir())
     left = Path(f"/proc/{tried['left_behind']}/status")
-    assert not left.exists() or "State:\tZ" in left.read_text(), "a process the recipe left behind still runs"
+
+    def still_runs() -> bool:
+        try:
+            return "State:\tZ" not in left.read_text()
+        except OSError:
+            return False
+    # killed when the recipe exited; on a loaded machine it may take a moment to be scheduled and die
+    deadline = time.monotonic() + 10
+    while still_runs() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not still_runs(), "a process the recipe left behind still runs"
     assert not (agent.parent / "run0.bin").exists()
     assert not list(Path(tempfile.gettempdir()).glob("polar_bench_rebuild_*/out/run0.bin")), "its folder is removed"
 

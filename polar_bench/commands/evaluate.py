@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from pathlib import Path
@@ -70,6 +71,10 @@ def register(sub) -> None:
     p.add_argument("--trajectories", metavar="DIR",
                    help="write each episode's LLM calls, token level, with its return, as "
                         "DIR/<family>__<name>/run<R>-ep<I>.jsonl (schema in docs/llm.md)")
+    p.add_argument("--fresh-seeds", nargs="?", type=int, const=-1, metavar="ENTROPY",
+                   help="play the suite's protocol on fresh seeds instead of the published ones, to measure "
+                        "overfitting to them before submitting (results marked, never an entry); the seeds come "
+                        "from ENTROPY, else from the journal being resumed, else from the OS")
     p.add_argument("--artifact-store", metavar="URL",
                    help="fetch the pinned files the agent's artifacts.json declares and this disk lacks from this "
                         "content-addressed store: a folder or an fsspec URL; 'none' for no store (default: "
@@ -132,6 +137,11 @@ def run(args) -> int:
             "" if args.llm_budget else f" of suite {suite.name} ([llm] table)")
         fix = "drop --no-llm-proxy" if args.no_llm_proxy else "pass --llm-upstream URL instead of --llm-endpoint"
         raise UserError(f"{what} needs the LLM proxy; {fix}")
+    fresh_entropy, fresh = None, None
+    if args.fresh_seeds is not None:
+        from ..generalization import draw_fresh_seeds
+
+        fresh_entropy, fresh = draw_fresh_seeds(tasks, args.episodes, _fresh_entropy(args.fresh_seeds, args.out))
     cfg = EvalConfig(
         suite=suite, agent_path=args.agent, out=args.out, tasks=tasks,
         runs=args.runs or suite.runs, episodes_override=args.episodes,
@@ -144,7 +154,7 @@ def run(args) -> int:
         llm_endpoint=endpoint,
         llm_upstream=upstream, llm_budget=budget, trajectories=args.trajectories,
         standard=not args.llm_budget,
-        harness_plugins=tuple(args.harness_plugin),
+        harness_plugins=tuple(args.harness_plugin), fresh_seeds=fresh, fresh_entropy=fresh_entropy,
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
     )
     if Path(args.agent).is_file():
@@ -155,6 +165,9 @@ def run(args) -> int:
     data, code = run_evaluation(cfg)
     eps = data["episodes"]
     bad = [e for e in eps if e["status"] != "ok"]
+    if fresh is not None:
+        print(f"note: fresh seeds (entropy {fresh_entropy}), not the suite's: these results measure generalisation "
+              "and cannot be submitted; the same command resumes them")
     if args.in_process:
         print("note: --in-process: the agent ran inside the evaluation workers; these results cannot be submitted")
     print(f"{len(eps)} episodes on {len(tasks)} tasks x {cfg.runs} runs -> {args.out}"
@@ -168,3 +181,18 @@ def run(args) -> int:
     if bad:
         print(f"score with the failed episodes left out: python -m polar_bench score {args.out} --allow-incomplete")
     return code
+
+
+def _fresh_entropy(given: int, out: str) -> int | None:
+    """--fresh-seeds' entropy: the value given, else that of the journal being resumed, else None (OS)."""
+    if given >= 0:
+        return given
+    from ..evaluate.config import journal_path
+
+    try:
+        with open(journal_path(out), encoding="utf-8") as fh:
+            header = json.loads(fh.readline())
+    except (OSError, ValueError):
+        return None
+    entropy = (header.get("identity") or {}).get("fresh_entropy") if isinstance(header, dict) else None
+    return entropy if isinstance(entropy, int) else None

@@ -48,6 +48,9 @@ def register(sub) -> None:
                         "deterministic agents; 0.05 when AGENT_INFO says 'deterministic': False)")
     p.add_argument("--no-rebuild", action="store_true",
                    help="do not rebuild missing artifacts (artifacts.json); stop instead")
+    p.add_argument("--no-fresh-seeds", action="store_true",
+                   help="skip the fresh-seed check (every task and run played on seeds drawn for this "
+                        "verification, compared with the published-seed scores per domain); recorded as not done")
     p.add_argument("--artifact-store", metavar="URL",
                    help="look missing artifacts up by SHA-256 in this store before rebuilding them: a folder or an "
                         "fsspec URL; 'none' for no store (default: $POLAR_BENCH_ARTIFACT_STORE, else the user's "
@@ -152,7 +155,7 @@ def verify_command(args) -> int:
                            tolerance=args.tolerance, tasks=args.tasks, workers=args.workers,
                            progress=False if args.no_progress else None, allow_weaker=args.allow_weaker,
                            rebuild=not args.no_rebuild, llm_upstream=args.llm_upstream,
-                           artifact_store=args.artifact_store)
+                           artifact_store=args.artifact_store, fresh_seeds=not args.no_fresh_seeds)
     how = "" if record["mode"] == "exact" else f" within {record['tolerance']} (normalized score)"
     for row in record["episodes"]:
         if not row["match"]:
@@ -172,6 +175,15 @@ def verify_command(args) -> int:
           f"{g['achieved_probability']:.4f}" + ("" if g["met"] else f" (weaker than the stated {g['probability']})"))
     for note in record["notes"]:
         print(f"note: {note}")
+    fresh = record.get("generalization")
+    if fresh is None:
+        print("note: no fresh-seed check (--no-fresh-seeds): a seed-detecting agent would not be caught")
+    else:
+        print(f"fresh seeds: {fresh['episodes_per_task_run']} episodes per task and run on seeds drawn from "
+              f"{fresh['entropy']}; " + ("no domain scores significantly above its fresh-seed score" if fresh["passed"]
+                                        else "FAILED, published-seed score significantly above the fresh one:"))
+        for line in fresh["reasons"]:
+            print(f"  {line}")
     if entry is not None:
         print(f"recorded on entry {entry.id} ({entry.folder / 'verification.json'}); run "
               f"'python -m polar_bench leaderboard build {args.leaderboard}' to publish it")

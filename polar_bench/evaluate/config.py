@@ -69,6 +69,10 @@ class EvalConfig:
     llm_budget: dict | None = None  # {"calls_per_episode": N | None, "tokens_per_episode": M | None}
     trajectories: str | None = None  # folder of the per-episode trajectory files
     harness_plugins: tuple[str, ...] = ()  # trusted files imported in the workers (harness families)
+    # fresh seeds (polar_bench.generalization): task id -> the seeds played instead of the suite's, and the
+    # OS entropy they were drawn from; results on them are marked and never a leaderboard entry
+    fresh_seeds: dict[str, tuple[int, ...]] | None = None
+    fresh_entropy: int | None = None
     _plugin_bytes: dict[str, bytes] | None = field(default=None, repr=False, compare=False)
 
     def plugin_files(self) -> dict[str, bytes]:
@@ -82,7 +86,9 @@ class EvalConfig:
         out = []
         for t in self.tasks:
             seeds = t.seeds[: self.episodes_override] if self.episodes_override else t.seeds
-            if self.episodes_override and self.episodes_override > len(t.seeds):
+            if self.fresh_seeds is not None:
+                seeds = self.fresh_seeds[t.id]
+            elif self.episodes_override and self.episodes_override > len(t.seeds):
                 seeds = tuple(t.seeds) + tuple(episode_seed(self.suite.seed, t.id, k)
                                                for k in range(len(t.seeds), self.episodes_override))
             for run in range(self.runs):

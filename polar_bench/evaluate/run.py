@@ -154,6 +154,8 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     units = cfg.units()
     identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "runs": cfg.runs,
                 "episodes_override": cfg.episodes_override, "tasks": [t.id for t in cfg.tasks]}
+    if cfg.fresh_seeds is not None:  # a journal of fresh seeds resumes only with the same draw
+        identity["fresh_entropy"] = cfg.fresh_entropy
     journal = Journal(journal_path(out), identity)
     started = utc_now()
     todo = deque(u for u in units if u.key not in journal.done)
@@ -236,6 +238,9 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "finished": utc_now(),
         "episodes": episodes,
     }
+    if cfg.fresh_seeds is not None:
+        data["seeds"] = {"kind": "fresh", "entropy": cfg.fresh_entropy}
+        data["standard"] = False
     if cfg.harness_plugins:
         files = cfg.plugin_files()
         data["harness_plugins"] = [{"path": str(p), "sha256": hashlib.sha256(files[str(Path(p).resolve())]).hexdigest()}

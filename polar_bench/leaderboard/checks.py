@@ -229,6 +229,9 @@ def _check_pins(ctx: _Context) -> None:
 
 def _check_complete(ctx: _Context) -> None:
     suite = ctx.suite
+    if ctx.get("seeds") is not None:
+        ctx.add("complete", "seeds", "the episodes were played on fresh seeds (evaluate --fresh-seeds), not the "
+                "suite's: they measure generalisation and cannot be an entry; evaluate without --fresh-seeds")
     if ctx.get("standard") is not True:
         ctx.add("complete", "standard", "is not true: the evaluation used non-standard settings (a subset of "
                 "tasks, --episodes or fewer runs); run the full suite")

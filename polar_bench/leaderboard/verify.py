@@ -40,6 +40,7 @@ The comparison, per episode (recorded as ``compared_by``):
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import functools
 import math
@@ -59,6 +60,14 @@ from ..artifacts import ArtifactError, ensure_artifacts
 from ..clock import utc_now
 from ..errors import ResultsError, UserError
 from ..evaluate import DEFAULT_AGENT_THREADS, EvalConfig, Unit, run_evaluation
+from ..generalization import (
+    DETECTABLE_GAP,
+    FALSE_ALARM_RATE,
+    draw_fresh_seeds,
+    fresh_episode_count,
+    gap_test,
+    normalized_by_stratum,
+)
 from ..results import read_results
 from .checks import released_suites
 from .entries import DEFAULT_DIR, Entry, find_entry, record_verification
@@ -220,12 +229,34 @@ def _differences(e: dict, again: dict, llm_counted: bool) -> list[str]:
     return out
 
 
+def _fresh_seed_check(cfg: EvalConfig, suite, pool: list[dict], tasks: list, runs: int, seed: int,
+                      tmp: Path) -> dict:
+    """Play ``tasks`` x ``runs`` on fresh seeds (drawn from ``seed``) as ``cfg`` plays its sample, and
+    test each domain's published-seed score against them (`polar_bench.generalization.gap_test`)."""
+    published = normalized_by_stratum(suite, pool)
+    per_run = fresh_episode_count(published, limit=min(t.episodes for t in tasks))
+    entropy, seeds = draw_fresh_seeds(tasks, per_run, entropy=seed)
+    same = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(EvalConfig)}
+    played, _ = run_evaluation(EvalConfig(**same | {
+        "out": str(tmp / "fresh.json"), "tasks": tasks, "runs": runs, "fresh_seeds": seeds, "fresh_entropy": entropy,
+        "command": f"{cfg.command} (fresh seeds)", "replaced_workers": 0, "worker_losses": []}))
+    episodes = played["episodes"]
+    gaps = gap_test(published, normalized_by_stratum(suite, episodes), seed=entropy)
+    failed = [g for g in gaps if g.significant]
+    return {"passed": not failed, "entropy": entropy, "episodes_per_task_run": per_run, "runs": runs,
+            "false_alarm_rate": FALSE_ALARM_RATE, "detectable_gap": DETECTABLE_GAP,
+            "domains": [g.to_json() for g in gaps], "reasons": [g.reason() for g in failed],
+            "not_ok": sum(e["status"] != "ok" for e in episodes),
+            "episodes": [{k: e.get(k) for k in ("task", "run", "seed", "return", "length", "status", "digest")}
+                         | ({"harness": e["harness"]} if "harness" in e else {}) for e in episodes]}
+
+
 def verify(results_path: str | Path, agent_path: str | Path, sample: int | None = None, *, seed: int | None = None,
            leaderboard: str | Path | None = DEFAULT_DIR, tolerance: float | None = None,
            tasks: Sequence[str] | None = None, workers: int | None = None, progress: bool | None = None,
            guarantee: tuple[float, float] = DEFAULT_GUARANTEE, allow_weaker: bool = False,
            rebuild: bool = True, llm_upstream: str | None = None,
-           artifact_store: str | None = None) -> tuple[dict, Entry | None]:
+           artifact_store: str | None = None, fresh_seeds: bool = True) -> tuple[dict, Entry | None]:
     """Re-run a sample of a results file's episodes with ``agent_path`` and compare (module docstring).
 
     ``sample``: the size of the uniform part (default: what ``guarantee`` needs). ``seed``: None draws
@@ -235,7 +266,9 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     ``not_verifiable`` record was appended to the entry. ``llm_upstream``: the upstream of the LLM proxy
     that the re-run agent always runs behind (default "embedded", started at its first call).
     ``artifact_store``: where missing artifacts are looked up by SHA-256 before a rebuild
-    (`polar_bench.artifacts.store_location`)."""
+    (`polar_bench.artifacts.store_location`). ``fresh_seeds``: also play every (selected) task and run on
+    fresh seeds and fail the entry where a domain's published-seed score is significantly above its
+    fresh-seed score (`polar_bench.generalization`; the draw follows ``seed``)."""
     fraction, probability = guarantee
     if sample is not None and sample < 1:
         raise UserError(f"--sample must be at least 1; got {sample}")
@@ -285,8 +318,12 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
                       "met": uniform >= needed, "every_task": True},
         "seed": seed, "tasks": list(tasks or []),
     }
+    runs = int(data.get("config", {}).get("runs") or 1 + max(e["run"] for e in everything))
+    fresh_tasks = [t for t in suite.tasks if any(e["task"] == t.id for e in pool)]
+    units = {(k[0], k[1]) for k in keys} | ({(t.id, r) for t in fresh_tasks for r in range(runs)}
+                                           if fresh_seeds else set())
     try:
-        artifacts = ensure_artifacts(agent_path, sorted({(k[0], k[1]) for k in keys}), rebuild=rebuild,
+        artifacts = ensure_artifacts(agent_path, sorted(units), rebuild=rebuild,
                                      log=lambda line: print(line, flush=True), store=artifact_store)
     except ArtifactError as exc:
         if entry is not None:
@@ -314,6 +351,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
             agent_threads=threads,
             llm_upstream=llm_upstream, llm_budget=dict(suite.llm) if suite.llm else None)
         rerun, _ = run_evaluation(cfg)
+        generalization = (_fresh_seed_check(cfg, suite, pool, fresh_tasks, runs, seed, Path(tmp))
+                          if fresh_seeds else None)
     by_key = {(e["task"], e["run"], e["seed"]): e for e in rerun["episodes"]}
     rows = []
     for e in picked:
@@ -340,13 +379,15 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         notes.append(f"{counts['float']} episode(s) matched only to floating-point precision: same length, "
                      f"returns within {FLOAT_TOLERANCE:g} (relative), other bits (digest or last digits of the "
                      "return), as another CPU's floating-point kernels give; counted as matches")
+    passed = matched == len(rows) and (generalization is None or generalization["passed"])
     record = {
-        "status": "passed" if matched == len(rows) else "failed", "date": utc_now(), "passed": matched == len(rows),
+        "status": "passed" if passed else "failed", "date": utc_now(), "passed": passed,
         **sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts, "notes": notes,
         "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
         "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": artifacts,
         "isolation": rerun.get("isolation"), "polar_bench": __version__,
         "versions": rerun.get("versions"), "environment": rerun.get("environment"), "episodes": rows,
+        "generalization": generalization,
     }
     if entry is not None:
         record_verification(entry, record)
