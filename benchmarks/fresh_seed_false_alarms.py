@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from polar_bench.generalization import (  # noqa: E402
     FALSE_ALARM_RATE,
+    TEST_LEVEL,
     fresh_episode_count,
     gap_test,
     normalized_by_stratum,
@@ -32,14 +33,15 @@ from polar_bench.generalization import (  # noqa: E402
 from polar_bench.leaderboard.checks import released_suites  # noqa: E402
 
 
-def simulate(strata: dict, per_run: int, rng: np.random.Generator, reps: int, seed: int) -> bool:
+def simulate(strata: dict, per_run: int, rng: np.random.Generator, reps: int, seed: int, level: float) -> bool:
     published, fresh = {}, {}
     for domain, by_key in strata.items():
         for key, values in by_key.items():
             v = np.asarray(values)
             published.setdefault(domain, {})[key] = list(rng.choice(v, len(v)))
             fresh.setdefault(domain, {})[key] = list(rng.choice(v, per_run))
-    return any(g.significant for g in gap_test(published, fresh, reps=reps, bootstrap_reps=10, seed=seed))
+    return any(g.significant for g in gap_test(published, fresh, alpha=level, reps=reps, bootstrap_reps=10,
+                                               seed=seed))
 
 
 def main() -> None:
@@ -47,6 +49,7 @@ def main() -> None:
     p.add_argument("--entries", type=int, default=200, help="simulated verifications per entry (default 200)")
     p.add_argument("--reps", type=int, default=2000, help="permutation replicates per test (default 2000)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--level", type=float, default=TEST_LEVEL, help="the test's level per entry (default: verify's)")
     args = p.parse_args()
     suites = released_suites()
     rng = np.random.default_rng(args.seed)
@@ -58,14 +61,17 @@ def main() -> None:
         strata = normalized_by_stratum(suite, data["episodes"])
         per_run = fresh_episode_count(strata, limit=min(t.episodes for t in suite.tasks))
         began = time.time()
-        failed = sum(simulate(strata, per_run, rng, args.reps, i) for i in range(args.entries))
+        failed = sum(simulate(strata, per_run, rng, args.reps, i, args.level) for i in range(args.entries))
         lo = beta.ppf(0.025, failed, args.entries - failed + 1) if failed else 0.0
         hi = beta.ppf(0.975, failed + 1, args.entries - failed)
         total_fail, total = total_fail + failed, total + args.entries
         print(f"{results.parent.name:18s} {data['agent']['info']['name'][:44]:44s} {suite.name:5s} {per_run:3d} "
               f"{failed:4d}/{args.entries:<5d} {failed / args.entries:6.3f}  [{lo:.3f}, {hi:.3f}]  "
               f"({time.time() - began:.0f} s)", flush=True)
-    print(f"all entries: {total_fail}/{total} = {total_fail / total:.4f} (stated: at most {FALSE_ALARM_RATE})")
+    lo = beta.ppf(0.025, total_fail, total - total_fail + 1) if total_fail else 0.0
+    hi = beta.ppf(0.975, total_fail + 1, total - total_fail)
+    print(f"all entries: {total_fail}/{total} = {total_fail / total:.4f} [{lo:.4f}, {hi:.4f}] at level "
+          f"{args.level} (stated: at most {FALSE_ALARM_RATE})")
 
 
 if __name__ == "__main__":

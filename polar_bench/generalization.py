@@ -4,8 +4,9 @@ A released suite's episode seeds are public, so an agent can detect or memorise 
 also plays every task on seeds drawn from OS entropy (`draw_fresh_seeds`) and `gap_test` compares each
 domain's mean normalized score on them with the submitted one. For an honest agent the published and
 the fresh episodes of a (task, run) are draws from one distribution, so a stratified permutation test
-(labels shuffled within each task and run) gives a valid one-sided p-value; Bonferroni over domains
-keeps an entry's false-alarm rate at or below `FALSE_ALARM_RATE` (measured: docs/evaluate.md,
+(labels shuffled within each task and run) gives a valid one-sided p-value. Each domain is tested at
+`TEST_LEVEL` divided by the number of domains (Bonferroni), half the stated `FALSE_ALARM_RATE`, so
+that Monte Carlo error and ties leave room under it (measured: docs/evaluate.md,
 benchmarks/fresh_seed_false_alarms.py). Doing better on fresh seeds is no offence.
 """
 
@@ -24,10 +25,11 @@ from .analysis import episode_value
 from .errors import UserError
 from .suite import SEED_BOUND, Suite, TaskSpec
 
-__all__ = ["FALSE_ALARM_RATE", "DETECTABLE_GAP", "FRESH_MIN_EPISODES", "PERMUTATIONS", "DomainGap",
+__all__ = ["FALSE_ALARM_RATE", "TEST_LEVEL", "DETECTABLE_GAP", "FRESH_MIN_EPISODES", "PERMUTATIONS", "DomainGap",
            "draw_fresh_seeds", "fresh_episode_count", "gap_test", "normalized_by_stratum"]
 
-FALSE_ALARM_RATE = 0.01   # per entry: the chance that an honest agent's verification fails on fresh seeds
+FALSE_ALARM_RATE = 0.01   # per entry: the stated chance, at most, that an honest agent fails on fresh seeds
+TEST_LEVEL = 0.005        # the level an entry is tested at (over all its domains): half the stated rate
 DETECTABLE_GAP = 0.1      # the domain gap (normalized score) that the fresh episodes are sized to detect
 DETECTION_POWER = 0.8     # ... with this probability
 FRESH_MIN_EPISODES = 2    # fresh episodes per (task, run), at least
@@ -111,7 +113,7 @@ def _domain_mean(per_stratum: Mapping[tuple[str, int], Any]) -> Any:
 
 
 def fresh_episode_count(published: Strata, limit: int, gap: float = DETECTABLE_GAP,
-                        power: float = DETECTION_POWER, alpha: float = FALSE_ALARM_RATE) -> int:
+                        power: float = DETECTION_POWER, alpha: float = TEST_LEVEL) -> int:
     """Fresh episodes per (task, run) that detect a domain gap of ``gap`` with probability ``power`` at
     the test's level, from the published episodes' spread (normal approximation), within
     [`FRESH_MIN_EPISODES`, ``limit``]."""
@@ -134,7 +136,7 @@ def fresh_episode_count(published: Strata, limit: int, gap: float = DETECTABLE_G
     return min(need, limit)
 
 
-def gap_test(published: Strata, fresh: Strata, *, alpha: float = FALSE_ALARM_RATE, reps: int = PERMUTATIONS,
+def gap_test(published: Strata, fresh: Strata, *, alpha: float = TEST_LEVEL, reps: int = PERMUTATIONS,
              bootstrap_reps: int = BOOTSTRAP_REPS, seed: int = 0) -> list[DomainGap]:
     """Every domain of ``fresh``: the one-sided stratified permutation test of published > fresh, at
     level ``alpha`` divided by the number of domains. Strata present on one side only are left out."""

@@ -89,7 +89,7 @@ def test_a_gap_is_found_where_fresh_scores_drop_and_not_where_they_rise():
     assert gaps["d0"].significant and gaps["d0"].gap > 0.95 and gaps["d0"].interval[0] > 0.9
     assert "d0: mean normalized score 1.000 on the published seeds, 0.010 on fresh ones" in gaps["d0"].reason()
     assert not gaps["d1"].significant and gaps["d1"].gap < 0
-    assert gaps["d0"].threshold == pytest.approx(0.01 / 3)
+    assert gaps["d0"].threshold == pytest.approx(0.005 / 3)
 
 
 def test_fresh_seeds_are_new_reproducible_from_their_entropy_and_sized_by_the_spread():
@@ -163,3 +163,34 @@ def test_evaluate_fresh_seeds_marks_its_results_and_submit_refuses_them(tmp_path
     assert any(p.where == "seeds" and "fresh seeds" in p.message for p in problems)
     scores = normalized_by_stratum(load_suite("v1"), data["episodes"])
     assert list(scores) == ["classic"] and len(scores["classic"][(CARTPOLE, 0)]) == 3
+
+
+def test_the_leaderboard_shows_each_entrys_fresh_seed_score_and_gap(tmp_path):
+    from polar_bench.leaderboard import build, load_entries
+    from polar_bench.leaderboard.entries import record_verification
+
+    board = tmp_path / "lb"
+    assert main(["submit", str(ROOT / "baselines" / "random" / "results-v1.json"), "--leaderboard", str(board),
+                 "--date", "2026-12-06"]) == 0
+    build(board, plots=False)
+    squeezed = [" ".join(line.split()) for line in (board / "README.md").read_text().splitlines()]
+    assert "| random | — | — | — | — | — | not yet |" in squeezed
+    [entry] = load_entries(board)
+    domains = [{"domain": "classic", "published": 0.0, "fresh": 0.01, "gap": -0.01, "interval": [-0.03, 0.01],
+                "p_value": 0.8, "threshold": 0.002, "significant": False},
+               {"domain": "nethack", "published": 0.3, "fresh": 0.05, "gap": 0.25, "interval": [0.2, 0.3],
+                "p_value": 5e-5, "threshold": 0.002, "significant": True}]
+    record_verification(entry, {"status": "failed", "passed": False, "date": "2026-12-06T00:00:00+00:00",
+                                "sample": 0, "episodes": [], "mismatched": 0,
+                                "generalization": {"passed": False, "entropy": 5, "episodes_per_task_run": 4,
+                                                   "domains": domains}})
+    build(board, plots=False)
+    readme = (board / "README.md").read_text()
+    assert "0.010, gap -0.010 \\[-0.030, +0.010\\]" in readme  # Markdown-escaped
+    assert "0.050, gap +0.250 \\[+0.200, +0.300\\] \\*" in readme
+    assert "verification: failed (above its fresh-seed score on nethack)" in readme
+    assert "4 per task and run" in readme
+    site = (board / "site" / "index.html").read_text()
+    assert "Fresh seeds: generalisation gap per domain" in site and "0.050, gap +0.250 [+0.200, +0.300] *" in site
+    row = json.loads((board / "leaderboard.json").read_text())["boards"][0]["entries"][0]
+    assert row["fresh_seeds"]["domains"][1]["significant"] is True

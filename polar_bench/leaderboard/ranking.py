@@ -39,6 +39,7 @@ from .entries import Entry
 
 __all__ = ["RankingOptions", "Row", "Board", "rank_entries", "leaderboard_table", "markdown_table",
            "steps_text", "TIE_MARK", "DISAGREE_MARK", "BELOW_BUDGET_MARK", "Verification", "verification",
+           "GAP_MARK", "fresh_seed_record", "generalization_table",
            "protocol_budgets", "compare_adjacent"]
 
 TIE_MARK = "≈"
@@ -75,11 +76,20 @@ class Verification:
     detail: str = ""
 
 
+def _gap_domains(record: dict) -> list[str]:
+    """The domains whose published-seed score a verification found significantly above the fresh one."""
+    fresh = record.get("generalization")
+    rows = fresh.get("domains") if isinstance(fresh, dict) else None
+    return [str(d.get("domain")) for d in rows or [] if isinstance(d, dict) and d.get("significant")]
+
+
 def verification(records: Sequence[dict], tasks: int) -> Verification:
     """The display of an entry's verification from its records (oldest first) and its task count.
 
-    "failed (k of N differ)" when any recorded re-run did not match (a failure stays: verifying again
-    until a fresh sample happens to miss the altered episodes must not clear it); otherwise "not
+    "failed (k of N differ)" when any recorded re-run did not match, "failed (above its fresh-seed
+    score on D)" when a fresh-seed check found domains D significantly better on the published seeds
+    (a failure stays: verifying again until a fresh sample happens to miss the altered episodes must
+    not clear it); otherwise "not
     verifiable" when the latest record says ``"status": "not_verifiable"`` (its ``reason`` becomes
     the detail); "N of M episodes re-run, T of U tasks, DATE" from the latest passed record; "not
     verified" without any record. The same rule as `Entry.verification_status`.
@@ -94,8 +104,10 @@ def verification(records: Sequence[dict], tasks: int) -> Verification:
         differ = v.get("mismatched")
         if not isinstance(differ, int):
             differ = sum(1 for r in rows if r.get("match") is False or (r.get("mismatched") or 0) > 0)
-        return Verification("failed", f"failed ({differ} of {v.get('sample', len(rows))} differ)",
-                            str(v.get("date") or "")[:10])
+        why = [f"{differ} of {v.get('sample', len(rows))} differ"] if differ or not _gap_domains(v) else []
+        if _gap_domains(v):
+            why.append(f"above its fresh-seed score on {', '.join(_gap_domains(v))}")
+        return Verification("failed", f"failed ({'; '.join(why)})", str(v.get("date") or "")[:10])
     if records[-1].get("status") == "not_verifiable":
         return Verification("not_verifiable", "not verifiable", str(records[-1].get("reason") or ""))
     v = outcomes[-1]
@@ -216,7 +228,8 @@ class Board:
             return est.point if est is not None and math.isfinite(est.point) else -math.inf
 
         ranked = sorted(self.ranked, key=lambda r: -point(r))
-        comparisons: list[tuple[str | None, Estimate | None]] = [(None, None)]
+        # the first ranked entry has no entry above it (and a board whose entries all failed has none)
+        comparisons: list[tuple[str | None, Estimate | None]] = [(None, None)] if ranked else []
         for above, r in zip(ranked, ranked[1:], strict=False):
             est = next((s.estimates.get(POI) for s in self.improvement(above, r) if s.scope == domain), None)
             comparisons.append((verdict_of(est), est))
@@ -425,6 +438,47 @@ def leaderboard_table(board: Board) -> Table:
     return Table(board.name, title, columns, rows, None, notes, o.digits)
 
 
+GAP_MARK = "*"
+
+
+def fresh_seed_record(records: Sequence[dict]) -> dict | None:
+    """The fresh-seed check of an entry's latest verification that ran one (None: never checked)."""
+    for record in reversed(records):
+        fresh = record.get("generalization")
+        if isinstance(fresh, dict) and isinstance(fresh.get("domains"), list):
+            return fresh
+    return None
+
+
+def generalization_table(board: Board) -> Table:
+    """Per entry and domain: the mean normalized score on fresh seeds and the gap to the published
+    seeds' with its interval (`polar_bench.generalization`), from the latest verification that
+    played fresh seeds; `GAP_MARK` where the gap is significant."""
+    rows = []
+    for r in board.rows:
+        fresh = fresh_seed_record(r.entry.verifications())
+        by_domain = {d.get("domain"): d for d in (fresh or {}).get("domains", []) if isinstance(d, dict)}
+        cells = []
+        for domain in board.domains:
+            d = by_domain.get(domain)
+            if d is None:
+                cells.append(DASH)
+                continue
+            lo, hi = d["interval"]
+            cells.append(f"{d['fresh']:.3f}, gap {d['gap']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+                         + (f" {GAP_MARK}" if d.get("significant") else ""))
+        checked = (f"{fresh['episodes_per_task_run']} per task and run" if fresh else "not yet")
+        rows.append([r.label, *cells, checked])
+    notes = ["Each cell: the mean normalized score on fresh seeds (drawn for the verification, never published), "
+             "then the gap to the submitted mean on the published seeds (published - fresh) with its 95% "
+             f"stratified-bootstrap interval; {GAP_MARK}: significantly above the fresh score (one-sided "
+             "permutation test, at most 1% false alarms per entry), which fails verification. "
+             f"{DASH}: no verification with fresh seeds yet (SUBMISSION.md, 'Fresh seeds')."]
+    s = board.suite
+    return Table(f"{board.name}-fresh-seeds", f"Fresh seeds: generalisation gap per domain, suite {s.get('name')}",
+                 ["Agent", *board.domains, "Fresh episodes"], rows, None, notes, board.options.digits)
+
+
 def coverage_note(runs: int, method: str) -> str | None:
     """What the intervals' measured coverage is worth at this run count, when below `scoring.FEW_RUNS`."""
     measured = scoring.MEASURED_COVERAGE.get(method, {}).get(runs)
@@ -451,6 +505,12 @@ def markdown_table(table: Table) -> str:
     return replace(table, rows=rows).to_markdown()
 
 
+def _fresh_json(fresh: dict | None) -> dict | None:
+    if fresh is None:
+        return None
+    return {k: fresh.get(k) for k in ("passed", "entropy", "episodes_per_task_run", "domains")}
+
+
 def board_json(board: Board) -> dict:
     """Every number of a board, for machines (``leaderboard.json``)."""
     o = board.options
@@ -469,6 +529,7 @@ def board_json(board: Board) -> dict:
             "verification_detail": r.check.detail, "submitted": r.entry.submitted,
             "authors": info.get("authors"), "url": info.get("url"), "license": info.get("license"),
             "llm": info.get("llm"), "results": f"entries/{r.entry.id}/results.json",
+            "fresh_seeds": _fresh_json(fresh_seed_record(r.entry.verifications())),
         })
     return {"suite": board.suite, "domains": board.domains,
             "statistics": {"reps": o.reps, "poi_reps": o.poi_reps, "seed": o.seed, "confidence": o.confidence,

@@ -38,6 +38,7 @@ from .ranking import (
     RankingOptions,
     Row,
     board_json,
+    generalization_table,
     leaderboard_table,
     markdown_table,
     md_escape,
@@ -206,6 +207,12 @@ def _sortable(table: Table, rows: Sequence[Any], kinds: Sequence[tuple[str, str]
     return {"id": table_id, "caption": table.title, "heads": heads, "rows": body, "notes": list(table.notes)}
 
 
+def _plain(table: Table) -> dict:
+    """A `Table` as the ``plain`` macro shows it: caption, columns, rows of text, notes."""
+    return {"caption": table.title, "columns": table.columns, "notes": list(table.notes),
+            "rows": [[table.plain(c) for c in row] for row in table.rows]}
+
+
 def _overall_kinds(board: Board) -> list[tuple[str, str]]:
     return ([("number", "ascending"), ("text", "ascending")] + [("number", "descending")] * (1 + len(board.domains))
             + [("number", "descending"), ("number", "ascending"), ("number", "ascending"),
@@ -234,6 +241,7 @@ def _index_page(boards: Sequence[Board], tables: Sequence[Table], plots: dict) -
         sections.append({"name": s.get("name"), "version": s.get("version"), "hash": s.get("hash"),
                          "count": f"{len(board.rows)} entr{'y' if len(board.rows) == 1 else 'ies'}",
                          "table": _sortable(table, board.rows, _overall_kinds(board), board.name, ranks, keys),
+                         "fresh": _plain(generalization_table(board)),
                          "figures": _figures(plots, board.name)})
     return _render("index.html", "Leaderboard", _nav(boards, "index.html"), intro=intro, sections=sections)
 
@@ -402,7 +410,8 @@ def _readme(boards: Sequence[Board], tables: Sequence[Table]) -> str:
     for board, table in zip(boards, tables, strict=True):
         s = board.suite
         out += [f"## Suite {md_escape(str(s.get('name')))} {md_escape(str(s.get('version')))}", "",
-                markdown_table(table).rstrip("\n"), "", "Entries:", ""]
+                markdown_table(table).rstrip("\n"), "",
+                markdown_table(generalization_table(board)).rstrip("\n"), "", "Entries:", ""]
         for r in board.rows:
             info = r.info
             authors = ", ".join(str(x) for x in info.get("authors") or [])

@@ -63,6 +63,7 @@ from ..evaluate import DEFAULT_AGENT_THREADS, EvalConfig, Unit, run_evaluation
 from ..generalization import (
     DETECTABLE_GAP,
     FALSE_ALARM_RATE,
+    TEST_LEVEL,
     draw_fresh_seeds,
     fresh_episode_count,
     gap_test,
@@ -244,7 +245,7 @@ def _fresh_seed_check(cfg: EvalConfig, suite, pool: list[dict], tasks: list, run
     gaps = gap_test(published, normalized_by_stratum(suite, episodes), seed=entropy)
     failed = [g for g in gaps if g.significant]
     return {"passed": not failed, "entropy": entropy, "episodes_per_task_run": per_run, "runs": runs,
-            "false_alarm_rate": FALSE_ALARM_RATE, "detectable_gap": DETECTABLE_GAP,
+            "false_alarm_rate": FALSE_ALARM_RATE, "test_level": TEST_LEVEL, "detectable_gap": DETECTABLE_GAP,
             "domains": [g.to_json() for g in gaps], "reasons": [g.reason() for g in failed],
             "not_ok": sum(e["status"] != "ok" for e in episodes),
             "episodes": [{k: e.get(k) for k in ("task", "run", "seed", "return", "length", "status", "digest")}
