@@ -23,10 +23,11 @@ import numpy as np
 
 from .analysis import episode_value
 from .errors import UserError
-from .suite import SEED_BOUND, Suite, TaskSpec
+from .report import Table
+from .suite import SEED_BOUND, Reference, Suite, TaskSpec
 
 __all__ = ["FALSE_ALARM_RATE", "TEST_LEVEL", "DETECTABLE_GAP", "FRESH_MIN_EPISODES", "PERMUTATIONS", "DomainGap",
-           "draw_fresh_seeds", "fresh_episode_count", "gap_test", "normalized_by_stratum"]
+           "draw_fresh_seeds", "fresh_episode_count", "gap_test", "normalized_by_stratum", "file_gaps", "gap_table"]
 
 FALSE_ALARM_RATE = 0.01   # per entry: the stated chance, at most, that an honest agent fails on fresh seeds
 TEST_LEVEL = 0.005        # the level an entry is tested at (over all its domains): half the stated rate
@@ -91,9 +92,10 @@ def draw_fresh_seeds(tasks: Iterable[TaskSpec], count: int | None = None,
     return entropy, out
 
 
-def normalized_by_stratum(suite: Suite, episodes: Iterable[Mapping]) -> dict[str, dict[tuple[str, int], list[float]]]:
+def normalized_by_stratum(suite: Suite | Iterable[TaskSpec],
+                          episodes: Iterable[Mapping]) -> dict[str, dict[tuple[str, int], list[float]]]:
     """The normalized score of every ``ok`` episode of a suite task, by domain and (task, run)."""
-    specs = {t.id: t for t in suite.tasks}
+    specs = {t.id: t for t in (suite.tasks if isinstance(suite, Suite) else suite)}
     out: dict[str, dict[tuple[str, int], list[float]]] = {}
     for ep in episodes:
         spec = specs.get(str(ep.get("task")))
@@ -166,3 +168,46 @@ def gap_test(published: Strata, fresh: Strata, *, alpha: float = TEST_LEVEL, rep
         out.append(DomainGap(domain, pub_mean, new_mean, gap, (float(lo), float(hi)), p, threshold,
                              sum(len(published[domain][k]) for k in keys), sum(len(fresh[domain][k]) for k in keys)))
     return out
+
+
+def _embedded_tasks(data: Mapping) -> list[TaskSpec]:
+    """The tasks a results file embeds (ids, domains, references, metrics): enough to normalize."""
+    out = []
+    for t in data["suite"]["tasks"]:
+        out.append(TaskSpec(t["id"], t["domain"], int(t["episodes"]), tuple(t["seeds"]),
+                            Reference(float(t["low"]), "", False), Reference(float(t["high"]), "", False),
+                            metric=t.get("metric", "return")))
+    return out
+
+
+def file_gaps(files: Sequence[tuple[str, Mapping]], seed: int = 0) -> list[tuple[str, list[DomainGap]]]:
+    """For each results file of ``files`` (label, data) played on fresh seeds, the gap test against the
+    file of the same agent file and suite on the published seeds, when one is among them."""
+    out = []
+    for label, fresh in files:
+        if not isinstance(fresh.get("seeds"), Mapping):
+            continue
+        match = next((d for _, d in files if not isinstance(d.get("seeds"), Mapping)
+                      and d["suite"]["hash"] == fresh["suite"]["hash"]
+                      and d["agent"]["sha256"] == fresh["agent"]["sha256"]), None)
+        if match is None:
+            continue
+        tasks = _embedded_tasks(match)
+        out.append((label, gap_test(normalized_by_stratum(tasks, match["episodes"]),
+                                    normalized_by_stratum(tasks, fresh["episodes"]), seed=seed)))
+    return out
+
+
+def gap_table(gaps: Sequence[tuple[str, Sequence[DomainGap]]], digits: int = 3) -> Table:
+    """One row per agent and domain: both scores, the gap with its interval, p and the verdict."""
+    rows = []
+    for label, domain_gaps in gaps:
+        for g in domain_gaps:
+            rows.append([label, g.domain, f"{g.published:.{digits}f}", f"{g.fresh:.{digits}f}",
+                         f"{g.gap:+.{digits}f} [{g.interval[0]:+.{digits}f}, {g.interval[1]:+.{digits}f}]",
+                         f"{g.p_value:.2g}", "significant" if g.significant else "-"])
+    notes = ["gap: mean normalized score on the published seeds minus that on fresh seeds (tasks weighted "
+             "equally), with its 95% stratified-bootstrap interval; p: one-sided stratified permutation test, "
+             f"significant at {TEST_LEVEL} / domains, as verify tests it (docs/evaluate.md, 'Fresh seeds')"]
+    return Table("generalization", "Published seeds against fresh seeds",
+                 ["Agent", "Domain", "Published", "Fresh", "Gap", "p", "Verdict"], rows, None, notes, digits)

@@ -163,6 +163,17 @@ def test_evaluate_fresh_seeds_marks_its_results_and_submit_refuses_them(tmp_path
     assert any(p.where == "seeds" and "fresh seeds" in p.message for p in problems)
     scores = normalized_by_stratum(load_suite("v1"), data["episodes"])
     assert list(scores) == ["classic"] and len(scores["classic"][(CARTPOLE, 0)]) == 3
+    published = tmp_path / "published.json"
+    assert main([*args[:-1], str(published)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(published), str(out), "--reps", "200", "--poi-reps", "200"]) == 0
+    text = capsys.readouterr().out
+    assert "Published seeds against fresh seeds" in text
+    [row] = [line for line in text.splitlines() if " classic " in line and "[" in line and "random" in line]
+    assert row.split()[-1] in ("-", "significant")
+    assert main(["report", str(published), str(out), "--out", str(tmp_path / "rep"), "--no-plots",
+                 "--reps", "200", "--poi-reps", "200"]) == 0
+    assert "Published seeds against fresh seeds" in (tmp_path / "rep" / "report.md").read_text()
 
 
 def test_the_leaderboard_shows_each_entrys_fresh_seed_score_and_gap(tmp_path):

@@ -316,9 +316,20 @@ def compare(args) -> int:
     poi = report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps, digits=args.digits,
                                    method=args.interval)
     failures = [f"{a.label}: " + _error_lines(a)[0] for a in agents]
+    gaps = _fresh_gaps(args.results, agents)
     print("\n".join(["\n".join(lines), "", side.to_text().rstrip("\n"), "", poi.to_text().rstrip("\n"), "",
-                     *failures]))
+                     *([gaps.to_text().rstrip("\n"), ""] if gaps else []), *failures]))
     return 0
+
+
+def _fresh_gaps(paths: list[str], agents: list) -> report.Table | None:
+    """The generalisation gap of every fresh-seed file beside the published-seed file of its agent."""
+    from ..generalization import file_gaps, gap_table
+    from ..results import read_results
+
+    files = [(a.label, read_results(p).data) for p, a in zip(paths, agents, strict=False)]
+    gaps = file_gaps(files)
+    return gap_table(gaps) if gaps else None
 
 
 FORMATS = {"markdown": "to_markdown", "latex": "to_latex", "csv": "to_csv", "text": "to_text"}
@@ -389,6 +400,9 @@ def report_command(args) -> int:
     if curves:
         tables.append(report.sample_efficiency_table(curves, "iqm", confidence=args.confidence,
                                                      reps=args.reps, digits=args.digits, method=args.interval))
+    gaps = _fresh_gaps(args.results, agents_all)
+    if gaps:
+        tables.append(gaps)
     written = []
     for t in tables:
         written += t.write(out / "tables")
