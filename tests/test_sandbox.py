@@ -24,7 +24,8 @@ import pytest
 from gymnasium import spaces
 
 from polar_bench.errors import PolarBenchError
-from polar_bench.sandbox import SandboxedPolicy, SandboxViolation, _wire
+from polar_bench.lockdown import wire
+from polar_bench.sandbox import SandboxedPolicy, SandboxViolation
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox needs Linux")
 
@@ -700,7 +701,7 @@ def test_wire_round_trip():
               np.ones(4, bool)[::2], np.float32(1.25), np.int8(-3), np.bool_(True),
               np.complex64(1 + 2j)]
     for value in values:
-        back = _wire.decode(_wire.encode(value))
+        back = wire.decode(wire.encode(value))
         if isinstance(value, np.ndarray):
             assert back.dtype == value.dtype and back.shape == value.shape
             np.testing.assert_array_equal(back, value)
@@ -712,10 +713,10 @@ def test_wire_refuses_hostile_bytes():
     for bad in (b"", b"x", b"a\x02|O\x00", b"a\x03<f8\x01" + struct.pack("<q", 10 ** 15),
                 b"s\xff\xff\xff\xff", b"l\x00\x00\x00\x10", b"d\x01\x00\x00\x00l\x00\x00\x00\x00N",
                 b"I\x03\x00\x00\x00abc", b"NN", b"l\x01\x00\x00\x00" * 40 + b"N", b"g\x03|V8" + bytes(8)):
-        with pytest.raises(_wire.WireError):
-            _wire.decode(bad)
+        with pytest.raises(wire.WireError):
+            wire.decode(bad)
     rng = random.Random(0)
-    frames = [_wire.encode(v) for v in ({"a": np.arange(5.0)}, [1, "two", (3.0, None)], np.eye(3))]
+    frames = [wire.encode(v) for v in ({"a": np.arange(5.0)}, [1, "two", (3.0, None)], np.eye(3))]
     for _ in range(3000):
         data = bytearray(rng.choice(frames))
         for _ in range(rng.randint(1, 4)):
@@ -723,8 +724,8 @@ def test_wire_refuses_hostile_bytes():
         if rng.random() < 0.3:
             data = data[:rng.randrange(len(data))]
         try:
-            _wire.decode(bytes(data))
-        except _wire.WireError:
+            wire.decode(bytes(data))
+        except wire.WireError:
             pass
 
 

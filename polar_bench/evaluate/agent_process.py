@@ -8,7 +8,7 @@ descriptor above 2 and applies `polar_bench.evaluate.lockdown.lock_down`. It hol
 no journal and no results: only agents, which it builds, resets and asks for actions on request.
 
 Frames are length-prefixed: a tag byte and ``[sequence number, value]``. Replies, which the trusted
-worker reads, are values of the sandbox wire format (`polar_bench.sandbox._wire`): plain data and
+worker reads, are values of the sandbox wire format (`polar_bench.lockdown.wire`): plain data and
 numeric arrays, never pickle, so the worker decodes whatever this process writes without running
 anything. Requests come from the trusted worker and hold plain data and numeric arrays too, pickled
 (protocol 5: observations cost a third of the wire format's time to encode and a fifth to decode);
@@ -312,9 +312,9 @@ def main() -> None:
     os.closerange(RESP_FD + 1 + (hi_fwd is not None), 1 << 16)
 
     from polar_bench.evaluate.lockdown import lock_down
-    from polar_bench.sandbox import _wire
+    from polar_bench.lockdown import wire
 
-    pipe = _Pipe(_wire)
+    pipe = _Pipe(wire)
     try:
         layers = lock_down(cfg["workdir"], memory_mb=cfg.get("memory_mb"),
                            max_processes=int(cfg["max_processes"]), network=bool(cfg.get("network")),

@@ -37,7 +37,8 @@ import numpy as np
 from ..agent import agent_info, build_agent, load_agent_module
 from ..errors import AgentLoadError
 from ..llm.proxy import PROXY_PORT, LLMProxy
-from ..sandbox import _wire, kill_process_group
+from ..lockdown import wire
+from ..sandbox import kill_process_group
 from ..task_info import TaskInfo
 from .agent_process import act_all, enter_slot, format_exception, reset_all
 from .lockdown import AGENT_UID
@@ -172,7 +173,7 @@ def _plain(value: Any, depth: int = 0) -> Any:
         items = [_plain(v, depth + 1) for v in value]
         return items if isinstance(value, list) else tuple(items)
     try:
-        return _wire.decode(_wire.encode(value))  # an int subclass becomes an int, and so on
+        return wire.decode(wire.encode(value))  # an int subclass becomes an int, and so on
     except TypeError:
         return repr(value)[:1000]
 
@@ -559,8 +560,8 @@ class IsolatedAgents:
                     frame = bytes(buf[4:4 + n])
                     del buf[:4 + n]
                     try:
-                        seq, value = _wire.decode(frame, 1)
-                    except (_wire.WireError, TypeError, ValueError) as exc:
+                        seq, value = wire.decode(frame, 1)
+                    except (wire.WireError, TypeError, ValueError) as exc:
                         self.kill()
                         raise AgentGone("agent_error", f"the agent process sent an unreadable reply: {exc}") from None
                     got = seq

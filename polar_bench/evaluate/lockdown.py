@@ -47,7 +47,7 @@ import platform
 import resource
 import sys
 
-from ..sandbox._child import install_bpf
+from ..lockdown.seccomp import install_bpf
 
 __all__ = ["lock_down", "protect_trusted_process", "landlock_abi", "AGENT_UID"]
 

@@ -70,7 +70,7 @@ def file_sha256(path: str | Path) -> str:
     return digest
 
 
-def _default_threads() -> int:
+def default_threads() -> int:
     env = os.environ.get("POLAR_BENCH_LLM_THREADS")
     if env:
         try:
@@ -117,7 +117,7 @@ class EmbeddedBackend:
             raise ValueError(f"n_ctx must be an int >= 64, got {n_ctx!r}")
         self.path = str(path.resolve())
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or _default_threads()
+        self.n_threads = n_threads or default_threads()
         if not isinstance(self.n_threads, int) or self.n_threads < 1:
             raise ValueError(f"n_threads must be a positive int, got {n_threads!r}")
         self._model = None
@@ -153,7 +153,7 @@ class EmbeddedBackend:
         grammar = None
         if request.constraint is not None:
             with lock:
-                grammar = _grammar(llama_cpp, request.constraint.grammar, model)
+                grammar = compile_grammar(llama_cpp, request.constraint.grammar, model)
             if isinstance(request.constraint, Choices):
                 # Enough tokens for the longest option whatever max_tokens says (a cut option is invalid).
                 longest = max(self.token_count(o) for o in request.constraint.options)
@@ -188,7 +188,7 @@ class EmbeddedBackend:
 _GRAMMARS: dict[str, object] = {}
 
 
-def _grammar(llama_cpp, text: str, model):
+def compile_grammar(llama_cpp, text: str, model):
     """The compiled `LlamaGrammar` of ``text``, checked once: llama.cpp crashes the process on a grammar
     it cannot parse, so it is first parsed on its own and refused with `LLMError`."""
     g = _GRAMMARS.get(text)

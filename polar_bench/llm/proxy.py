@@ -338,7 +338,7 @@ class LLMProxy:
                 ep.lines.append(_line(ep, endpoint, body, reply, prompt_tokens, completion_tokens, seconds,
                                       hit is not None, self.model_sha256))
         if stream:
-            return 200, _as_events(endpoint, reply, stream_options), "text/event-stream"
+            return 200, sse_events(endpoint, reply, stream_options), "text/event-stream"
         return 200, json.dumps(reply).encode(), "application/json"
 
 
@@ -360,7 +360,7 @@ def _line(ep: EpisodeCalls, endpoint: str, body: dict, reply: dict, prompt_token
             "cached": cached}
 
 
-def _as_events(endpoint: str, reply: dict, stream_options: Any) -> bytes:
+def sse_events(endpoint: str, reply: dict, stream_options: Any) -> bytes:
     """A complete answer as the server-sent events of a streamed one: one chunk with the text, one
     with the finish reason, the usage chunk if ``stream_options.include_usage``, then [DONE]."""
     chat = endpoint == "chat/completions"

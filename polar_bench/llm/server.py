@@ -104,7 +104,7 @@ class Generator:
                                             "file": Path(identity["path"]).name, "sha256": identity["sha256"]}]}
 
     def _params(self, body: dict) -> dict:
-        from .embedded import _grammar
+        from .embedded import compile_grammar
 
         n = body.get("n", 1)
         if n not in (1, None):
@@ -140,7 +140,7 @@ class Generator:
 
             with self.lock:
                 try:
-                    params["grammar"] = _grammar(llama_cpp, grammar, self.model)
+                    params["grammar"] = compile_grammar(llama_cpp, grammar, self.model)
                 except LLMError as exc:
                     raise BadRequest(str(exc)) from None
         return params
@@ -225,9 +225,9 @@ class Generator:
 
 
 def _events(endpoint: str, reply: dict) -> bytes:
-    from .proxy import _as_events
+    from .proxy import sse_events
 
-    return _as_events(endpoint, reply, {"include_usage": True})
+    return sse_events(endpoint, reply, {"include_usage": True})
 
 
 def serve(generator: Generator, port: int, host: str = "127.0.0.1") -> ThreadingHTTPServer:
@@ -299,10 +299,10 @@ class EmbeddedServer:
 
     def __init__(self, *, model: str | Path | None = None, n_threads: int | None = None, n_ctx: int = 2048,
                  ready_timeout: float = READY_TIMEOUT_S):
-        from .embedded import _default_threads
+        from .embedded import default_threads
 
         self.model = model
-        self.n_threads = n_threads or _default_threads()
+        self.n_threads = n_threads or default_threads()
         self.n_ctx = n_ctx
         self.ready_timeout = ready_timeout
         self.proc: subprocess.Popen | None = None

@@ -32,7 +32,7 @@ from typing import Any
 
 from polar_bench.errors import PolarBenchError, describe_value
 
-from . import _wire
+from ..lockdown import module_file, wire
 
 __all__ = ["SandboxedPolicy", "SandboxViolation", "SandboxError", "DEFAULT_ALLOWED_IMPORTS", "kill_process_group"]
 
@@ -85,11 +85,9 @@ def _rebuild_violation(kind, reason, traceback, output, fatal):
 
 
 def _module_paths() -> list[str]:
-    """The directories the child needs on sys.path: this package's (for _wire) and numpy's."""
+    """The directory the child needs on sys.path: numpy's (the toolkit's modules it loads by file)."""
     import numpy
-    paths = [os.path.dirname(os.path.abspath(__file__)),
-             os.path.dirname(os.path.dirname(os.path.abspath(numpy.__file__)))]
-    return list(dict.fromkeys(paths))
+    return [os.path.dirname(os.path.dirname(os.path.abspath(numpy.__file__)))]
 
 
 def kill_process_group(proc: subprocess.Popen) -> None:
@@ -237,6 +235,7 @@ class SandboxedPolicy:
         cfg = {
             "req_fd": req_r, "resp_fd": resp_w, "workdir": self._workdir,
             "paths": _module_paths(), "preload": sorted(self.allowed_imports),
+            "toolkit": {name: module_file(name) for name in ("wire", "seccomp")},
             "allowed": sorted(self.allowed_imports), "guards": self.python_guards,
             "cpu_seconds": self.cpu_seconds, "memory_mb": self.memory_mb,
             "max_output": self.max_output_bytes, "disable": list(self._disable),
@@ -371,7 +370,7 @@ class SandboxedPolicy:
 
     def _send(self, op: bytes, arg: Any, deadline: float, phase: str) -> None:
         try:
-            payload = op + _wire.encode(arg)
+            payload = op + wire.encode(arg)
         except TypeError as exc:
             raise TypeError(f"cannot send this observation to the sandbox: {exc}") from None
         data = memoryview(len(payload).to_bytes(4, "little") + payload)
@@ -399,8 +398,8 @@ class SandboxedPolicy:
                     if not frame:
                         self._fail("protocol", "empty reply frame", fatal=True)
                     try:
-                        return frame[:1], _wire.decode(frame, 1)
-                    except _wire.WireError as exc:
+                        return frame[:1], wire.decode(frame, 1)
+                    except wire.WireError as exc:
                         self._fail("protocol", f"unreadable reply from the program: {exc}", fatal=True)
             try:  # the reply is often there already (the write woke the child): skip poll()
                 chunk = os.read(self._resp, 1 << 20)

@@ -148,30 +148,7 @@ def _install_seccomp(libc: Any, ctypes: Any) -> str:
     import platform
     if sys.platform != "linux" or platform.machine() not in ("x86_64", "AMD64"):
         return f"unavailable on {platform.machine()}"
-    return install_bpf(_seccomp_program(os.getpid()))
-
-
-def install_bpf(prog: list) -> str:
-    """Install a seccomp BPF filter, given as (code, jt, jf, k) instructions, on the calling thread
-    (no_new_privs must be set); "on" or why not. The agent processes of `evaluate` use it too."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-
-    class SockFilter(ctypes.Structure):
-        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
-                    ("k", ctypes.c_uint32)]
-
-    class SockFprog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
-
-    structure: Any = SockFilter  # a ctypes array type is Structure * n, which mypy does not model
-    arr = (structure * len(prog))(*[SockFilter(*ins) for ins in prog])
-    fprog = SockFprog(len(prog), ctypes.cast(arr, ctypes.POINTER(SockFilter)))
-    PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        return f"failed: errno {ctypes.get_errno()}"
-    return "on"
+    return sys.modules["polar_bench_lockdown_seccomp"].install_bpf(_seccomp_program(os.getpid()))
 
 
 # --------------------------------------------------------------------------- framing
@@ -430,8 +407,15 @@ def main() -> None:
     _move_fds(cfg["req_fd"], cfg["resp_fd"])
     for path in cfg.get("paths", ()):
         sys.path.append(path)
-    import _wire  # noqa: F401 (next to this file: its directory is one of the paths)
-    wire = sys.modules["_wire"]
+    import importlib.util
+    for name, path in cfg["toolkit"].items():  # polar_bench.lockdown's modules, by file path
+        spec = importlib.util.spec_from_file_location(f"polar_bench_lockdown_{name}", path)
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot load the lockdown toolkit's {name} from {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    wire = sys.modules["polar_bench_lockdown_wire"]
     for name in cfg.get("preload", ()):
         try:
             __import__(name)

@@ -10,8 +10,8 @@ size by its reader, so hostile bytes can cost at most one bounded allocation and
 A frame on the pipe is a 4-byte little-endian length followed by that many bytes: one tag byte
 (`frame kinds` below) then one encoded value.
 
-This module is also loaded by the child bootstrap with ``python -I -S``, so it imports only the
-standard library and numpy.
+This module is also loaded by the sandbox child, by file path, with ``python -I -S``, so it imports
+only the standard library and numpy.
 """
 
 from __future__ import annotations
