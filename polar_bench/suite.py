@@ -120,10 +120,12 @@ class Suite:
         if tasks:
             chosen = [t for t in chosen if any(fnmatch.fnmatchcase(t.id, g) for g in tasks)]
         if not chosen:
+            plain = [g for g in tasks or [] if not any(c in g for c in "*?[")]
+            hint = did_you_mean(plain[0], [t.id for t in self.tasks]) if plain else ""
             raise SuiteError(
                 f"no task of suite {self.name} matches --tasks {' '.join(tasks or [])!r}"
                 f"{' in domains ' + ','.join(domains) if domains else ''}; list its tasks with "
-                f"'python -m polar_bench describe {self.name}'")
+                f"'python -m polar_bench describe {self.name}'." + hint)
         return chosen
 
     def summary_json(self, tasks: list[TaskSpec] | None = None) -> dict:

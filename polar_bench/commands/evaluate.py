@@ -37,7 +37,8 @@ def register(sub) -> None:
                    help="seconds one episode may take (default 1800; 0: none)")
     p.add_argument("--allow-version-mismatch", action="store_true",
                    help="run even if installed versions differ from the suite's pins (results not comparable)")
-    p.add_argument("--no-progress", action="store_true", help="plain progress lines even on a terminal")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress output (default: a bar on a terminal, a line every 10 s otherwise)")
     p.add_argument("--in-process", action="store_true",
                    help="debugging only: import the agent into the evaluation workers instead of a locked-down "
                         "process of its own; the results are marked not submittable")

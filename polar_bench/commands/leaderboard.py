@@ -61,7 +61,8 @@ def register(sub) -> None:
                         "(default: 'embedded', the SmolLM2 served by polar_bench, started at its first call)")
     p.add_argument("--leaderboard", default="leaderboard", metavar="DIR",
                    help="the leaderboard folder whose entry records the outcome (default: %(default)s)")
-    p.add_argument("--no-progress", action="store_true", help="plain progress lines instead of a bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress output (default: a bar on a terminal, a line every 10 s otherwise)")
     p.set_defaults(func=verify_command)
 
     p = sub.add_parser("leaderboard", help="build the leaderboard's tables and static site",

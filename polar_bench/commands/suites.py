@@ -37,7 +37,12 @@ def describe(args) -> int:
     if args.json:
         print(json.dumps({**s.summary_json(), "path": s.path}, indent=1))
         return 0
-    print(f"suite {s.name} version {s.version} (released {s.released or 'unreleased'})")
+    from ..leaderboard.checks import released_suites
+
+    shipped = s.hash in released_suites()
+    when = (f"released {s.released}" if s.released and shipped else
+            "released; its file gives no date" if shipped else "not released: a suite file outside polar_bench")
+    print(f"suite {s.name} version {s.version} ({when})")
     print(f"hash {s.hash}")
     print(f"{s.description}\n")
     print(f"runs (minimum for a standard submission): {s.runs}; suite seed {s.seed}")

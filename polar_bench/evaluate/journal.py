@@ -100,11 +100,13 @@ class Journal:
 
 
 class Progress:
-    """A tqdm bar on a terminal, a plain line every 10 s elsewhere."""
+    """A tqdm bar on a terminal, a plain line every 10 s elsewhere (``enabled`` None), or nothing
+    (``enabled`` False: --no-progress)."""
 
     def __init__(self, total: int, done: int, enabled: bool | None):
         self.total, self.done, self.errors = total, done, 0
         self.t0 = time.monotonic()
+        self.silent = enabled is False
         self.tty = sys.stderr.isatty() if enabled is None else enabled
         self.bar = None
         self.last_line = 0.0
@@ -122,6 +124,8 @@ class Progress:
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(errors=self.errors, refresh=False)
+            return
+        if self.silent:
             return
         now = time.monotonic()
         if now - self.last_line >= 10 or self.done == self.total:

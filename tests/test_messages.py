@@ -1,0 +1,39 @@
+"""Small user-facing lines a newcomer meets first: suggestions, release status, quiet progress."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from polar_bench.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_misspelt_task_gets_the_closest_ids(capsys):
+    assert main(["evaluate", str(ROOT / "examples" / "random_agent.py"), "--suite", "v1",
+                 "--tasks", "gym/CartPol-v1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Did you mean: gym/CartPole-v1" in err
+
+
+def test_describe_says_whether_a_suite_is_released(capsys, tmp_path):
+    assert main(["describe", "v1"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "suite v1 version 1.0.0 (released 2026-12-02)"
+    assert main(["describe", "v2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "suite v2 version 2.0.0 (released; its file gives no date)"
+    draft = tmp_path / "draft.toml"
+    draft.write_text((ROOT / "polar_bench" / "suites" / "v1.toml").read_text().replace('version = "1.0.0"',
+                                                                                        'version = "1.0.1"'))
+    assert main(["describe", str(draft)]) == 0
+    assert "(not released: a suite file outside polar_bench)" in capsys.readouterr().out.splitlines()[0]
+
+
+def test_no_progress_prints_no_progress_lines(capsys, tmp_path):
+    args = ["evaluate", str(ROOT / "examples" / "random_agent.py"), "--suite", "v1", "--tasks", "gym/CartPole-v1",
+            "--runs", "1", "--episodes", "2", "--workers", "1", "--out", str(tmp_path / "r.json")]
+    assert main([*args, "--no-progress"]) == 0
+    assert "episodes, 0 errors" not in capsys.readouterr().err
+    (tmp_path / "r.json").unlink()
+    (tmp_path / "r.episodes.jsonl").unlink()
+    assert main(args) == 0  # not a terminal: a plain line
+    assert "[polar_bench] 2/2 episodes, 0 errors" in capsys.readouterr().err
