@@ -37,3 +37,17 @@ def test_no_progress_prints_no_progress_lines(capsys, tmp_path):
     (tmp_path / "r.episodes.jsonl").unlink()
     assert main(args) == 0  # not a terminal: a plain line
     assert "[polar_bench] 2/2 episodes, 0 errors" in capsys.readouterr().err
+
+
+def test_evaluate_names_its_failures_by_cause_and_the_command_that_shows_them(capsys, tmp_path):
+    agent = tmp_path / "agent.py"
+    agent.write_text("def make_agent(task, run):\n    return Bad()\n\nclass Bad:\n"
+                     "    def act(self, observation, info):\n        return 5\n")
+    out = tmp_path / "r.json"
+    code = main(["evaluate", str(agent), "--suite", "v1", "--tasks", "gym/CartPole-v1", "--runs", "1",
+                 "--episodes", "2", "--workers", "1", "--no-progress", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 1
+    assert "2 episodes on 1 tasks x 1 runs" in text and "; 2 failed:" in text
+    assert "  2x agent_error: " in text and "action 5 is out of range" in text
+    assert f"every failure, by task: python -m polar_bench score {out}" in text

@@ -171,11 +171,18 @@ def run(args) -> int:
               "and cannot be submitted; the same command resumes them")
     if args.in_process:
         print("note: --in-process: the agent ran inside the evaluation workers; these results cannot be submitted")
-    print(f"{len(eps)} episodes on {len(tasks)} tasks x {cfg.runs} runs -> {args.out}"
-          + (f"; {len(bad)} failed (see the 'error' of each)" if bad else ""))
     from .. import analysis, report
 
     agent = analysis.agent_scores(args.out)
+    print(f"{len(eps)} episodes on {len(tasks)} tasks x {cfg.runs} runs -> {args.out}"
+          + (f"; {len(bad)} failed:" if bad else ""))
+    if bad:  # by cause, the most common first, as score prints them
+        summary = analysis.error_summary(agent)
+        for m in summary["messages"]:
+            print(f"  {m['count']}x {m['status']}: {m['message']}")
+        shown = sum(m["count"] for m in summary["messages"])
+        print(f"  every failure, by task: python -m polar_bench score {shlex.quote(args.out)}"
+              + (f" ({len(bad) - shown} more not shown above)" if len(bad) > shown else ""))
     scopes = analysis.aggregate(agent)
     print(report.score_table(agent.label, scopes, confidence=0.95, reps=analysis.scoring.AGGREGATE_REPS,
                              digits=3).to_text(), end="")
