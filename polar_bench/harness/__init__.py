@@ -29,7 +29,12 @@ _BUILTIN: dict[str, str] = {
     "nethack": "polar_bench.harness.nethack:NetHackHarness",
     "babyai": "polar_bench.harness.babyai:BabyAIHarness",
     "atari": "polar_bench.harness.atari:AtariHarness",
-}
+    "mujoco": "polar_bench.harness.mujoco_family:MujocoHarness",
+    "bullet": "polar_bench.harness.bullet:BulletHarness",
+    "minihack": "polar_bench.harness.minihack:MiniHackHarness",
+    "crafter": "polar_bench.harness.crafter:CrafterHarness",
+    "textworld": "polar_bench.harness.textworld:TextWorldHarness",
+}  # every family of polar_bench's own; third-party packages use the entry-point group
 
 
 class HarnessFactory(Protocol):
