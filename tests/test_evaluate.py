@@ -439,14 +439,20 @@ def test_workers_that_cannot_start_leave_no_failed_episode_in_the_journal(tmp_pa
     assert {e["status"] for e in read_results(out).episodes} == {"ok"}
 
 
-def test_journal_of_another_evaluation_is_refused(tmp_path, capsys):
+def test_journal_of_another_evaluation_is_refused_and_another_agent_files_is_set_aside(tmp_path, capsys):
     agent = write(tmp_path / "agent.py", GOOD_AGENT)
     out = str(tmp_path / "r.json")
     assert run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--episodes", "1", "--workers", "1",
                     "--no-progress"], capsys)[0] == 0
-    write(tmp_path / "agent.py", GOOD_AGENT + "    # changed\n")
-    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--episodes", "1"], capsys)
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--episodes", "2"], capsys)
     assert code == 2 and "belongs to a different evaluation" in err
+    first = (tmp_path / "r.episodes.jsonl").read_bytes()
+    write(tmp_path / "agent.py", GOOD_AGENT + "    # changed\n")
+    code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--episodes", "1", "--workers", "1",
+                            "--no-progress"], capsys)
+    assert code == 0 and "the agent file changed since" in err and "starts afresh" in err
+    [aside] = [p for p in tmp_path.glob("r.episodes.jsonl.*") if not p.name.endswith(".lock")]
+    assert aside.read_bytes() == first  # nothing of the old agent's is lost, and nothing of it is kept
 
 
 def test_results_file_contents(tmp_path, capsys):

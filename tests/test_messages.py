@@ -51,3 +51,45 @@ def test_evaluate_names_its_failures_by_cause_and_the_command_that_shows_them(ca
     assert "2 episodes on 1 tasks x 1 runs" in text and "; 2 failed:" in text
     assert "  2x agent_error: " in text and "action 5 is out of range" in text
     assert f"every failure, by task: python -m polar_bench score {out}" in text
+
+
+FLAKY = '''from pathlib import Path
+
+def make_agent(task, run):
+    return Agent()
+
+class Agent:
+    def act(self, observation, info):
+        return 5 if Path(__file__).with_name("broken").exists() else 0
+'''
+
+
+def test_failed_episodes_are_played_again_with_retry_failed_and_a_changed_agent_starts_afresh(capsys, tmp_path):
+    """What evaluate's closing lines and SUBMISSION.md tell a user after a failure, run as they say."""
+    agent, marker, out = tmp_path / "agent.py", tmp_path / "broken", tmp_path / "r.json"
+    agent.write_text(FLAKY)
+    marker.write_text("")
+    args = ["evaluate", str(agent), "--suite", "v1", "--tasks", "gym/CartPole-v1", "--runs", "1", "--episodes", "2",
+            "--workers", "1", "--no-progress", "--out", str(out)]
+    assert main(args) == 1
+    said = capsys.readouterr().out
+    assert "the same command with --retry-failed" in said
+    marker.unlink()  # the cause, fixed outside the agent file
+    assert main(args) == 1  # without the flag the journal's failures stand
+    capsys.readouterr()
+    assert main([*args, "--retry-failed"]) == 0
+    episodes = __import__("json").loads(out.read_text())["episodes"]
+    assert [(e["status"], e.get("attempts")) for e in episodes] == [("ok", 2), ("ok", 2)]
+    assert main([*args, "--retry-failed"]) == 0  # nothing failed: nothing played again
+    assert [e.get("attempts") for e in __import__("json").loads(out.read_text())["episodes"]] == [2, 2]
+    capsys.readouterr()
+    agent.write_text(FLAKY + "# fixed\n")  # a changed agent file: the old episodes were another agent's
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "the agent file changed since" in err and "this evaluation starts afresh" in err
+    assert [e.get("attempts") for e in __import__("json").loads(out.read_text())["episodes"]] == [None, None]
+    assert len([p for p in tmp_path.glob("r.episodes.jsonl.*") if not p.name.endswith(".lock")]) == 1  # kept
+    from polar_bench.leaderboard.site import _retried_text
+
+    assert _retried_text({"episodes": episodes}) == "2 (after a failure, evaluate --retry-failed; 4 attempts in all)"
+    assert _retried_text({"episodes": [{"status": "ok"}]}) == "none"

@@ -72,6 +72,9 @@ def register(sub) -> None:
     p.add_argument("--trajectories", metavar="DIR",
                    help="write each episode's LLM calls, token level, with its return, as "
                         "DIR/<family>__<name>/run<R>-ep<I>.jsonl (schema in docs/llm.md)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="play again the episodes the journal holds as failed (after fixing their cause, with the "
+                        "same agent file); the results count each episode's attempts")
     p.add_argument("--fresh-seeds", nargs="?", type=int, const=-1, metavar="ENTROPY",
                    help="play the suite's protocol on fresh seeds instead of the published ones, to measure "
                         "overfitting to them before submitting (results marked, never an entry); the seeds come "
@@ -156,6 +159,7 @@ def run(args) -> int:
         llm_upstream=upstream, llm_budget=budget, trajectories=args.trajectories,
         standard=not args.llm_budget,
         harness_plugins=tuple(args.harness_plugin), fresh_seeds=fresh, fresh_entropy=fresh_entropy,
+        retry_failed=args.retry_failed,
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
     )
     if Path(args.agent).is_file():
@@ -183,6 +187,8 @@ def run(args) -> int:
         shown = sum(m["count"] for m in summary["messages"])
         print(f"  every failure, by task: python -m polar_bench score {shlex.quote(args.out)}"
               + (f" ({len(bad) - shown} more not shown above)" if len(bad) > shown else ""))
+        print("  fix the cause, then play the failed episodes again: the same command with --retry-failed "
+              "(a changed agent file starts the evaluation afresh)")
     scopes = analysis.aggregate(agent)
     print(report.score_table(agent.label, scopes, confidence=0.95, reps=analysis.scoring.AGGREGATE_REPS,
                              digits=3).to_text(), end="")

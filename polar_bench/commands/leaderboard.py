@@ -122,6 +122,13 @@ def print_problems(path: str, problems, limit: int) -> None:
                   f"(--max-problems 0 lists all)", file=sys.stderr)
 
 
+def _print_retried(data: dict | None) -> None:
+    again = [e for e in (data or {}).get("episodes", []) if isinstance(e, dict) and (e.get("attempts") or 1) > 1]
+    if again:
+        print(f"note: {len(again)} episode(s) were played again after a failure (evaluate --retry-failed); "
+              "each records its attempts, and the leaderboard's entry page shows their number")
+
+
 def submit_command(args) -> int:
     from pathlib import Path
 
@@ -131,11 +138,12 @@ def submit_command(args) -> int:
         raise UserError(f"results file {args.results!r} does not exist; pass the .json that "
                         "'python -m polar_bench evaluate ... --out' wrote")
     if args.check_only:
-        _, problems = check_submission(args.results)
+        data, problems = check_submission(args.results)
         if problems:
             print_problems(args.results, problems, args.max_problems)
             return 2
         print(f"{args.results}: every check passed")
+        _print_retried(data)
         return 0
     try:
         entry = submit(args.results, args.leaderboard, date=args.date)
@@ -144,6 +152,7 @@ def submit_command(args) -> int:
         return 2
     print(f"accepted: {entry.name} is entry {entry.id} in {entry.folder}; run "
           f"'python -m polar_bench leaderboard build {args.leaderboard}' to update the tables and the site")
+    _print_retried(entry.results())
     return 0
 
 

@@ -73,6 +73,7 @@ class EvalConfig:
     # OS entropy they were drawn from; results on them are marked and never a leaderboard entry
     fresh_seeds: dict[str, tuple[int, ...]] | None = None
     fresh_entropy: int | None = None
+    retry_failed: bool = False  # play again the journaled episodes that did not end ok (attempts counted)
     _plugin_bytes: dict[str, bytes] | None = field(default=None, repr=False, compare=False)
 
     def plugin_files(self) -> dict[str, bytes]:

@@ -24,15 +24,24 @@ def _extends(old: dict | None, new: dict) -> bool:
 
 
 class Journal:
-    """Append-only JSONL of finished episodes; the first line identifies the evaluation."""
+    """Append-only JSONL of finished episodes; the first line identifies the evaluation.
+
+    An episode played again (``evaluate --retry-failed``) is appended once more: the last record of a
+    key wins, and `attempts` counts them. A journal written by another version of the agent file is
+    set aside (renamed ``<name>.<old sha>``, nothing deleted) and the evaluation starts afresh: its
+    episodes were another agent's. Any other difference of identity is refused."""
 
     def __init__(self, path: Path, identity: dict):
         self.path = path
         self.identity = identity
         self.done: dict[tuple, dict] = {}
+        self.attempts: dict[tuple, int] = {}
+        self.set_aside: Path | None = None
         self.started: str | None = None
         self._has_header = False
         self._last_sync = 0.0
+        if path.exists():
+            self._set_aside_other_agent()
         if path.exists():
             self._load()
         try:
@@ -69,7 +78,9 @@ class Journal:
                 self._has_header = rec.get("identity") == self.identity
                 self.started = self.started or rec.get("started")
             else:
-                self.done.setdefault((rec["task"], rec["run"], rec["index"]), rec)
+                key = (rec["task"], rec["run"], rec["index"])
+                self.done[key] = rec  # the last attempt wins (--retry-failed appends again)
+                self.attempts[key] = self.attempts.get(key, 0) + 1
             good_bytes += len(line) + 1
         if good_bytes < len(raw):
             with open(self.path, "r+b") as fh:
@@ -87,11 +98,33 @@ class Journal:
             self._last_sync = now
 
     def append(self, rec: dict) -> None:
+        """Journal a finished episode; a key already done is journaled again only to replace a failure."""
         key = (rec["task"], rec["run"], rec["index"])
-        if key in self.done:
+        if key in self.done and self.done[key].get("status") == "ok":
             return
         self.done[key] = rec
+        self.attempts[key] = self.attempts.get(key, 0) + 1
         self._write(rec)
+
+    def failed(self) -> set[tuple]:
+        """Keys whose journaled (last) attempt did not end ``ok``."""
+        return {k for k, rec in self.done.items() if rec.get("status") != "ok"}
+
+    def _set_aside_other_agent(self) -> None:
+        """Rename a journal whose header names another agent file (see the class docstring)."""
+        try:
+            with open(self.path, encoding="utf-8") as fh:
+                header = json.loads(fh.readline())
+        except (OSError, ValueError):
+            return
+        old = (header.get("identity") or {}) if isinstance(header, dict) else {}
+        sha = old.get("agent_sha256") if isinstance(old, dict) else None
+        same_otherwise = all(old.get(k) == v for k, v in self.identity.items() if k not in ("agent_sha256", "tasks"))
+        if not isinstance(sha, str) or sha == self.identity.get("agent_sha256") or not same_otherwise:
+            return
+        target = self.path.with_name(f"{self.path.name}.{sha[:12]}")
+        os.replace(self.path, target)
+        self.set_aside = target
 
     def close(self) -> None:
         self.fh.flush()

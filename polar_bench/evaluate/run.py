@@ -157,8 +157,12 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     if cfg.fresh_seeds is not None:  # a journal of fresh seeds resumes only with the same draw
         identity["fresh_entropy"] = cfg.fresh_entropy
     journal = Journal(journal_path(out), identity)
+    if journal.set_aside is not None:
+        print(f"note: the agent file changed since {journal.path} was written; its episodes were another "
+              f"agent's and are set aside as {journal.set_aside}: this evaluation starts afresh", file=sys.stderr)
     started = utc_now()
-    todo = deque(u for u in units if u.key not in journal.done)
+    retry = journal.failed() if cfg.retry_failed else set()
+    todo = deque(u for u in units if u.key not in journal.done or u.key in retry)
     options = {t.id: dict(t.options) for t in cfg.tasks}
     progress = Progress(len(units), len(units) - len(todo), cfg.progress)
     layers_seen: list[dict] = []
@@ -192,7 +196,8 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     for u in units:
         rec = journal.done[u.key]
         episodes.append({"task": u.task, "run": u.run, "index": u.index, "seed": u.seed,
-                         **{k: v for k, v in rec.items() if k not in ("task", "run", "index", "seed")}})
+                         **{k: v for k, v in rec.items() if k not in ("task", "run", "index", "seed", "attempts")},
+                         **({"attempts": journal.attempts[u.key]} if journal.attempts.get(u.key, 1) > 1 else {})})
     commit, dirty = _git_state()
     tasks_json = cfg.suite.summary_json(cfg.tasks)
     if cfg.episodes_override:

@@ -298,7 +298,8 @@ def _check_status(ctx: _Context) -> None:
             lines = str(ep.get("error") or "").strip().splitlines()
             last = lines[-1][:200] if lines else "no error text"
             ctx.add("status", _episode_where(i, ep), f"status {_short(status)} ({last}); a submission has "
-                    "every episode ok: fix the failure and re-run evaluate (it resumes from the journal)")
+                    "every episode ok: fix the cause and play the failed episodes again with the same evaluate "
+                    "command and --retry-failed (a changed agent file starts afresh)")
         elif not _is_num(ep.get("return")):
             ctx.add("status", _episode_where(i, ep), f"status ok without a numeric return ({_short(ep.get('return'))})")
 

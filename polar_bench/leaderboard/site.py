@@ -272,6 +272,15 @@ def _domain_page_html(boards: Sequence[Board], board: Board, domain: str, plots:
                    figures_=_figures(plots, f"{board.name}-{domain}"))
 
 
+def _retried_text(data: dict) -> str:
+    """How many episodes needed more than one attempt (evaluate --retry-failed), and how many in all."""
+    counts = [e.get("attempts") for e in data.get("episodes", []) if isinstance(e, dict)]
+    again = [n for n in counts if isinstance(n, int) and n > 1]
+    if not again:
+        return "none"
+    return f"{len(again)} (after a failure, evaluate --retry-failed; {sum(again)} attempts in all)"
+
+
 def _entry_page_html(boards: Sequence[Board], board: Board, row: Row) -> str:
     info, a, o = row.info, row.agent, board.options
     llm = info.get("llm")
@@ -296,6 +305,7 @@ def _entry_page_html(boards: Sequence[Board], board: Board, row: Row) -> str:
         ("LLM", llm_text),
         ("Training budget (environment steps)", budget),
         ("Runs", a.runs), ("Episodes", len(data.get("episodes", []))),
+        ("Episodes played more than once", _retried_text(data)),
         ("Suite", f"{board.suite.get('name')} {board.suite.get('version')} ({board.suite.get('hash')})"),
         ("polar_bench",
          f"{pb.get('version')} (commit {pb.get('git_commit')}{', modified' if pb.get('git_dirty') else ''})"),
