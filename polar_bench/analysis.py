@@ -498,6 +498,23 @@ def published_agents(name: str, domain: str = "atari100k", family: str = "atari"
     return out
 
 
+def _listed(items: Sequence[str], shown: int = 5) -> str:
+    """The first ``shown`` items, then how many more."""
+    more = len(items) - shown
+    return ", ".join(items[:shown]) + (f" and {more} more" if more > 0 else "")
+
+
+def _shared_domains(a: Mapping[str, tuple], b: Mapping[str, tuple]) -> list[str]:
+    """Domains whose tasks (with their references) are the same in both task maps (id -> (domain, ...))."""
+    def by_domain(tasks: Mapping[str, tuple]) -> dict[str, set]:
+        out: dict[str, set] = {}
+        for tid, value in tasks.items():
+            out.setdefault(value[0], set()).add((tid, value))
+        return out
+    da, db = by_domain(a), by_domain(b)
+    return [d for d in da if d in db and da[d] == db[d]]
+
+
 def check_same_tasks(agents: Sequence[AgentScores]) -> list[str]:
     """Raise `ScoringError` unless every agent was evaluated on the same tasks with the same
     domains and normalization references. Returns notes (e.g. different suite hashes)."""
@@ -511,11 +528,14 @@ def check_same_tasks(agents: Sequence[AgentScores]) -> list[str]:
         if only_a or only_b:
             parts = []
             if only_a:
-                parts.append(f"only in {first.label}: {', '.join(only_a[:5])}")
+                parts.append(f"only in {first.label}: {_listed(only_a)}")
             if only_b:
-                parts.append(f"only in {other.label}: {', '.join(only_b[:5])}")
+                parts.append(f"only in {other.label}: {_listed(only_b)}")
+            shared = _shared_domains(ref, mine)
+            fix = (f"both have every task of {', '.join(shared)}: pass --domains {' '.join(shared)} to compare "
+                   "them there" if shared else "no domain has the same tasks in both: evaluate the same tasks")
             raise ScoringError(f"{first.label} and {other.label} were evaluated on different tasks "
-                               f"({'; '.join(parts)}); compare results of the same suite and tasks")
+                               f"({'; '.join(parts)}); {fix}")
         for tid, value in ref.items():
             if mine[tid] != value:
                 raise ScoringError(

@@ -93,3 +93,18 @@ def test_failed_episodes_are_played_again_with_retry_failed_and_a_changed_agent_
 
     assert _retried_text({"episodes": episodes}) == "2 (after a failure, evaluate --retry-failed; 4 attempts in all)"
     assert _retried_text({"episodes": [{"status": "ok"}]}) == "none"
+
+
+def test_comparing_a_subset_names_the_domains_to_pass_and_how_many_tasks_are_not_listed(capsys, tmp_path):
+    mine = tmp_path / "mine.json"
+    assert main(["evaluate", str(ROOT / "examples" / "random_agent.py"), "--suite", "v1", "--domains", "classic",
+                 "--workers", "2", "--no-progress", "--out", str(mine)]) == 0
+    capsys.readouterr()
+    full = str(ROOT / "baselines" / "ppo" / "results" / "ppo-v1.json")
+    for command in (["compare", str(mine), full], ["report", str(mine), full, "--format", "text"]):
+        assert main(command) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "and 29 more" in err, err
+        assert "pass --domains classic to compare them there" in err
+    assert main(["compare", str(mine), full, "--domains", "classic", "--reps", "500", "--poi-reps", "200"]) == 0
+    assert "only the domains classic" in capsys.readouterr().out
