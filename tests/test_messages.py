@@ -108,3 +108,23 @@ def test_comparing_a_subset_names_the_domains_to_pass_and_how_many_tasks_are_not
         assert "pass --domains classic to compare them there" in err
     assert main(["compare", str(mine), full, "--domains", "classic", "--reps", "500", "--poi-reps", "200"]) == 0
     assert "only the domains classic" in capsys.readouterr().out
+
+
+def test_check_only_names_the_root_cause_first_and_runs_the_duplicate_check(capsys, tmp_path):
+    mine = tmp_path / "mine.json"
+    assert main(["evaluate", str(ROOT / "examples" / "random_agent.py"), "--suite", "v1", "--tasks",
+                 "gym/CartPole-v1", "--runs", "1", "--episodes", "2", "--workers", "1", "--no-progress",
+                 "--out", str(mine)]) == 0
+    capsys.readouterr()
+    assert main(["submit", str(mine), "--check-only"]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith(f"error: {mine} is not a submittable result: it has 1 of the suite's 38 tasks; "
+                               "it has 1 run(s) of the 3 the suite asks; it played 2 episodes per task")
+    assert "Make one with: python -m polar_bench evaluate" in lines[0] and "--suite v1" in lines[0]
+    assert len(lines) < 200  # the per-check lines follow, capped
+    board = tmp_path / "lb"
+    results = str(ROOT / "baselines" / "random" / "results-v1.json")
+    assert main(["submit", results, "--leaderboard", str(board)]) == 0
+    capsys.readouterr()
+    assert main(["submit", results, "--check-only", "--leaderboard", str(board)]) == 2
+    assert "is already on the leaderboard as entry" in capsys.readouterr().err

@@ -107,11 +107,16 @@ def ranking_options(args):
                           digits=args.digits)
 
 
-def print_problems(path: str, problems, limit: int) -> None:
+def print_problems(path: str, problems, limit: int, data=None) -> None:
+    """The root cause first (`checks.root_cause`), then each check's problems, ``limit`` per check."""
     from ..leaderboard import CHECKS
+    from ..leaderboard.checks import root_cause
 
-    print(f"error: {path} was rejected: {len(problems)} problem(s); fix them and run evaluate again "
-          f"(SUBMISSION.md explains every check)", file=sys.stderr)
+    cause = root_cause(data)
+    if cause:
+        print(f"error: {path} is {cause}", file=sys.stderr)
+    print(f"{'' if cause else 'error: '}{path} was rejected: {len(problems)} problem(s); fix them and run evaluate "
+          f"again (SUBMISSION.md explains every check)", file=sys.stderr)
     for check in ("file", *CHECKS):
         mine = [p for p in problems if p.check == check]
         shown = mine if limit <= 0 else mine[:limit]
@@ -137,18 +142,30 @@ def submit_command(args) -> int:
     if not Path(args.results).is_file():
         raise UserError(f"results file {args.results!r} does not exist; pass the .json that "
                         "'python -m polar_bench evaluate ... --out' wrote")
-    if args.check_only:
+    if args.check_only:  # every check a real submit runs, the duplicate check included
+        from ..leaderboard.entries import duplicate_of
+
         data, problems = check_submission(args.results)
         if problems:
-            print_problems(args.results, problems, args.max_problems)
+            print_problems(args.results, problems, args.max_problems, data)
             return 2
-        print(f"{args.results}: every check passed")
+        duplicate = duplicate_of(data or {}, args.leaderboard, args.results)
+        if duplicate is not None:
+            raise UserError(duplicate)
+        print(f"{args.results}: every check passed; 'submit' without --check-only would add it to "
+              f"{args.leaderboard}")
         _print_retried(data)
         return 0
     try:
         entry = submit(args.results, args.leaderboard, date=args.date)
     except SubmissionRejected as exc:
-        print_problems(exc.path, exc.problems, args.max_problems)
+        from ..results import read_results
+
+        try:
+            data = read_results(exc.path).data
+        except Exception:  # noqa: BLE001 - a file too broken to read has its problems listed anyway
+            data = None
+        print_problems(exc.path, exc.problems, args.max_problems, data)
         return 2
     print(f"accepted: {entry.name} is entry {entry.id} in {entry.folder}; run "
           f"'python -m polar_bench leaderboard build {args.leaderboard}' to update the tables and the site")

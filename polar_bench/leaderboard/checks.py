@@ -559,6 +559,35 @@ _RUNNERS: dict[str, Callable[[_Context], None]] = {
 }
 
 
+def root_cause(data: Any) -> str | None:
+    """Why a results file is not a submittable result at all, in one line with the command that makes
+    one, or None: a subset of the tasks, fewer runs, an episodes override, fresh seeds or no isolation
+    (each makes many problems of the other checks, which this line explains)."""
+    if not isinstance(data, dict):
+        return None
+    config: dict = data["config"] if isinstance(data.get("config"), dict) else {}
+    suite_data: dict = data["suite"] if isinstance(data.get("suite"), dict) else {}
+    suite = released_suites().get(str(suite_data.get("hash")))
+    why = []
+    if data.get("seeds") is not None:
+        why.append("its episodes were played on fresh seeds")
+    if suite is not None and isinstance(config.get("tasks"), list) and config["tasks"] != suite.task_ids:
+        why.append(f"it has {len(config['tasks'])} of the suite's {len(suite.task_ids)} tasks")
+    if suite is not None and _is_int(config.get("runs")) and config["runs"] < suite.runs:
+        why.append(f"it has {config['runs']} run(s) of the {suite.runs} the suite asks")
+    if config.get("episodes_override") is not None:
+        why.append(f"it played {_short(config.get('episodes_override'))} episodes per task (--episodes)")
+    isolation: dict = data["isolation"] if isinstance(data.get("isolation"), dict) else {}
+    if isolation.get("mode") == "in-process":
+        why.append("the agent ran in-process (--in-process)")
+    if not why:
+        return None
+    agent = (data.get("agent") or {}).get("path") if isinstance(data.get("agent"), dict) else None
+    name = suite.name if suite is not None else suite_data.get("name", "v1")
+    return (f"not a submittable result: {'; '.join(why)}. Make one with: python -m polar_bench evaluate "
+            f"{agent or 'agent.py'} --suite {name} --out results.json (the problems below follow from this)")
+
+
 def check_data(data: Any) -> list[Problem]:
     """Every problem of parsed results data (an empty list: it may join the leaderboard)."""
     if not isinstance(data, dict):

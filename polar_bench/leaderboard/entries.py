@@ -158,6 +158,23 @@ def _write_json(path: Path, obj: Any) -> None:
         raise
 
 
+def duplicate_of(data: dict, leaderboard: str | Path, src: str) -> str | None:
+    """Why the leaderboard refuses ``data`` as a duplicate (the same file, or the same episodes with
+    other metadata), in one line; None when it is new."""
+    root = Path(leaderboard)
+    existing = find_entry(root, data)
+    if existing is not None:
+        return (f"{src} is already on the leaderboard as entry {content_id(data)} ({existing.name}, submitted "
+                f"{existing.submitted}); nothing was added")
+    fingerprint = episodes_fingerprint(data)
+    for other in load_entries(root) if root.is_dir() else []:
+        if other.meta.get("episodes_sha256") == fingerprint:
+            return (f"{src} has the same episodes as entry {other.id} ({other.name}, submitted "
+                    f"{other.submitted}) with different metadata; a resubmission is refused. "
+                    "Evaluate again to submit a new result")
+    return None
+
+
 def submit(results_path: str | Path, leaderboard: str | Path = DEFAULT_DIR, *, date: str | None = None) -> Entry:
     """Check a results file and add it as an entry. Raises `SubmissionRejected` (with every problem)
     when a check fails, and `UserError` for a resubmission."""
@@ -171,16 +188,10 @@ def submit(results_path: str | Path, leaderboard: str | Path = DEFAULT_DIR, *, d
         raise UserError(f"--date {date!r} is not a date like 2026-01-31")
     root = Path(leaderboard)
     entry_id = content_id(data)
-    existing = find_entry(root, data)
-    if existing is not None:
-        raise UserError(f"{src} is already on the leaderboard as entry {entry_id} ({existing.name}, submitted "
-                        f"{existing.submitted}); nothing was added")
+    duplicate = duplicate_of(data, root, str(src))
+    if duplicate is not None:
+        raise UserError(duplicate)
     fingerprint = episodes_fingerprint(data)
-    for other in load_entries(root) if root.is_dir() else []:
-        if other.meta.get("episodes_sha256") == fingerprint:
-            raise UserError(f"{src} has the same episodes as entry {other.id} ({other.name}, submitted "
-                            f"{other.submitted}) with different metadata; a resubmission is refused. "
-                            "Evaluate again to submit a new result")
     folder = _entries_dir(root) / entry_id
     folder.mkdir(parents=True, exist_ok=False)
     raw = src.read_bytes()
