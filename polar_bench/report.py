@@ -564,6 +564,7 @@ def plot_intervals(estimates: Mapping[str, Estimate | None], ax=None, *, colors=
     longest = longest if show_labels else 0
     ax = _new_ax(ax, max(4.0, 2.0 + 0.07 * longest), 0.5 + (0.45 + 0.2 * (most_lines - 1)) * len(labels))
     colors = colors or agent_colors(labels)
+    xs: list[float] = [] if reference is None else [reference]
     for i, label in enumerate(labels):
         est = estimates[label]
         y = len(labels) - 1 - i
@@ -571,9 +572,16 @@ def plot_intervals(estimates: Mapping[str, Estimate | None], ax=None, *, colors=
             continue
         ax.barh(y, est.high - est.low, left=est.low, height=0.6, color=colors[label], alpha=0.75)
         ax.vlines(est.point, y - 0.3, y + 0.3, color="black", linewidth=2)
+        # a marker too: a zero-width interval (a deterministic agent) draws no bar, and must still show
+        ax.plot([est.point], [y], marker="D", markersize=6, color=colors[label], markeredgecolor="black",
+                linestyle="none", zorder=3)
+        xs += [v for v in (est.low, est.high, est.point) if math.isfinite(v)]
     if reference is not None:
         ax.axvline(reference, color="gray", linestyle="--", linewidth=1)
-    ax.margins(x=0.08)
+    if xs:  # padded so that nothing sits on or beyond an edge, even when every value is the same
+        lo, hi = min(xs), max(xs)
+        pad = 0.08 * (hi - lo) if hi > lo else max(0.05, 0.05 * abs(hi))
+        ax.set_xlim(lo - pad, hi + pad)
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(shown[::-1] if show_labels else [], fontsize=FONT_SIZE)
     ax.set_ylim(-0.6, len(labels) - 0.4)

@@ -128,3 +128,31 @@ def test_check_only_names_the_root_cause_first_and_runs_the_duplicate_check(caps
     capsys.readouterr()
     assert main(["submit", results, "--check-only", "--leaderboard", str(board)]) == 2
     assert "is already on the leaderboard as entry" in capsys.readouterr().err
+
+
+def test_a_deterministic_agents_zero_width_interval_is_drawn_inside_the_axes(tmp_path):
+    """An interval of width 0 draws no bar: its marker must still be on the plot, off the edges."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import numpy as np
+    from matplotlib import colors as mcolors
+    from matplotlib import image as mimage
+
+    from polar_bench.analysis import Estimate
+    from polar_bench.report import plot_intervals
+
+    estimates = {"deterministic": Estimate(1.0, 1.0, 1.0), "noisy": Estimate(0.4, 0.2, 0.6)}
+    palette = {"deterministic": "#d62728", "noisy": "#1f77b4"}
+    for case in (estimates, {"deterministic": Estimate(1.0, 1.0, 1.0)}):  # also alone: an axis of one value
+        ax = plot_intervals(case, colors=palette)
+        fig = ax.figure
+        fig.canvas.draw()
+        x_axes, _ = ax.transAxes.inverted().transform(ax.transData.transform((1.0, 0)))
+        assert 0.03 < x_axes < 0.97, x_axes  # not on or beyond an edge
+        path = tmp_path / "plot.png"
+        fig.savefig(path, dpi=80)
+        image = np.asarray(mimage.imread(path))[..., :3]
+        red = np.array(mcolors.to_rgb(palette["deterministic"]))
+        assert (np.abs(image - red).sum(axis=-1) < 0.1).sum() >= 10  # the marker's pixels are there
+        fig.clf()
