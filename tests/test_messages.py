@@ -156,3 +156,25 @@ def test_a_deterministic_agents_zero_width_interval_is_drawn_inside_the_axes(tmp
         red = np.array(mcolors.to_rgb(palette["deterministic"]))
         assert (np.abs(image - red).sum(axis=-1) < 0.1).sum() >= 10  # the marker's pixels are there
         fig.clf()
+
+
+def test_leaderboard_build_takes_its_folder_as_submit_and_verify_do(tmp_path, capsys):
+    board = tmp_path / "lb"
+    assert main(["submit", str(ROOT / "baselines" / "random" / "results-v1.json"), "--leaderboard", str(board)]) == 0
+    assert main(["leaderboard", "build", "--leaderboard", str(board), "--no-plots", "--reps", "200",
+                 "--poi-reps", "100"]) == 0
+    assert (board / "README.md").is_file() and f"into {board}" in capsys.readouterr().out
+    assert main(["leaderboard", "build", str(board), "--leaderboard", str(tmp_path / "other")]) == 2
+    assert "two leaderboard folders" in capsys.readouterr().err
+
+
+def test_progress_gives_no_eta_from_the_first_episodes(capsys):
+    from polar_bench.evaluate.journal import Progress
+
+    p = Progress(100, 0, None)
+    p.update("ok")  # the first line comes at once, before any estimate can be trusted
+    assert capsys.readouterr().err.strip() == "[polar_bench] 1/100 episodes, 0 errors, ETA after a few more"
+    done = Progress(2, 0, None)
+    done.update("ok")
+    done.update("ok")
+    assert capsys.readouterr().err.strip().splitlines()[-1] == "[polar_bench] 2/2 episodes, 0 errors, done"

@@ -72,7 +72,8 @@ def register(sub) -> None:
                         description="Rank the entries of a leaderboard folder and write README.md (Markdown "
                                     "table), leaderboard-<suite>.{md,tex,csv}, leaderboard.json and the static "
                                     "site site/index.html with its assets and plots.")
-    b.add_argument("dir", nargs="?", default="leaderboard", help="the leaderboard folder (default: %(default)s)")
+    b.add_argument("dir", nargs="?", default=None, help="the leaderboard folder (default: leaderboard)")
+    b.add_argument("--leaderboard", metavar="DIR", help="the same, spelled as submit and verify spell it")
     b.add_argument("--no-plots", action="store_true", help="no plots (no matplotlib needed)")
     stats_options(b)
     b.set_defaults(func=build_command)
@@ -224,7 +225,11 @@ def build_command(args) -> int:
 
     if args.leaderboard_command != "build":
         raise UserError("say what to do: 'python -m polar_bench leaderboard build [DIR]'")
-    paths = build(args.dir, ranking_options(args), plots=not args.no_plots)
-    print(f"wrote {len(paths)} files into {args.dir}: README.md, the tables, leaderboard.json and "
+    if args.dir and args.leaderboard and args.dir != args.leaderboard:
+        raise UserError(f"two leaderboard folders given ({args.dir} and --leaderboard {args.leaderboard}); "
+                        "give one")
+    folder = args.dir or args.leaderboard or "leaderboard"
+    paths = build(folder, ranking_options(args), plots=not args.no_plots)
+    print(f"wrote {len(paths)} files into {folder}: README.md, the tables, leaderboard.json and "
           f"site/index.html")
     return 0

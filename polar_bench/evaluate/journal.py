@@ -138,6 +138,7 @@ class Progress:
 
     def __init__(self, total: int, done: int, enabled: bool | None):
         self.total, self.done, self.errors = total, done, 0
+        self.first = done  # episodes journaled before this run: not part of its rate
         self.t0 = time.monotonic()
         self.silent = enabled is False
         self.tty = sys.stderr.isatty() if enabled is None else enabled
@@ -163,10 +164,15 @@ class Progress:
         now = time.monotonic()
         if now - self.last_line >= 10 or self.done == self.total:
             self.last_line = now
-            rate = (self.done) / max(now - self.t0, 1e-9)
-            left = (self.total - self.done) / rate if rate > 0 else float("inf")
-            print(f"[polar_bench] {self.done}/{self.total} episodes, {self.errors} errors, "
-                  f"ETA {left:.0f} s", file=sys.stderr, flush=True)
+            played = self.done - self.first
+            rate = played / max(now - self.t0, 1e-9)
+            # no estimate from the first few episodes: they include the workers' start-up and end
+            # together, lane by lane, so they once promised 169 s for a 6 s run
+            settled = played >= max(4, (self.total - self.first) // 20)
+            left = ("done" if self.done == self.total else f"ETA {(self.total - self.done) / rate:.0f} s"
+                    if settled and rate > 0 else "ETA after a few more")
+            print(f"[polar_bench] {self.done}/{self.total} episodes, {self.errors} errors, {left}",
+                  file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.bar is not None:
