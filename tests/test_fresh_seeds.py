@@ -67,14 +67,15 @@ def _honest_strata(rng, domains=3, tasks=4, runs=3, published=10, fresh=3, kind=
 
 def test_honest_agents_fail_the_fresh_seed_test_in_at_most_one_percent_of_entries():
     """Simulated honest entries (published and fresh episodes from one distribution per task and run):
-    the share failing is within the stated 1% (binomial bound at 300 entries: at most 8 expected above)."""
+    the share failing is within the stated 1% (at 150 entries, more than 5 has probability under 0.1%
+    if the rate is 1%)."""
     rng = np.random.default_rng(2026)
     failed = 0
-    for i in range(300):
+    for i in range(150):
         kind = ("normal", "bernoulli", "constant")[i % 3]
         gaps = gap_test(*_honest_strata(rng, kind=kind), reps=2000, bootstrap_reps=50, seed=i)
         failed += any(g.significant for g in gaps)
-    assert failed <= 8, failed  # P(X > 8 | 300 entries, p = 0.01) < 0.4%
+    assert failed <= 5, failed
 
 
 def test_a_gap_is_found_where_fresh_scores_drop_and_not_where_they_rise():
