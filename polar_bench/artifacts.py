@@ -1,54 +1,9 @@
-"""Artifacts an agent loads (checkpoints, programs, models): declared, checked by SHA-256, rebuilt when missing.
+"""Artifacts an agent loads (checkpoints, programs, models): declared, checked by SHA-256, fetched or rebuilt.
 
-An agent declares them in ``artifacts.json`` beside its agent file, or in ``<stem>.artifacts.json``
-when several agent files share a folder (``agent_v2.artifacts.json`` for ``agent_v2.py``; it wins over
-``artifacts.json``). Not in ``AGENT_INFO``: the agent file's own SHA-256 is pinned by its results, so
-the manifest must be able to change without it::
-
-    {
-      "format": 1,
-      "recipes": {
-        "retrain": {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}"],
-                    "cwd": "../..", "about": "deterministic retrain, about 35 s per Procgen run"}
-      },
-      "artifacts": [
-        {"path": "checkpoints/procgen/bigfish/run0.pt", "sha256": "3c55...", "bytes": 2518519,
-         "task": "procgen/bigfish", "run": 0, "recipe": "retrain"}
-      ]
-    }
-
-``tasks`` (optional, a list) widens ``task``: the artifact is needed by the episodes of any of these
-tasks (an LLM+PPO NetHack episode plays the skill policies of five other NetHack tasks).
-``path`` is relative to the manifest's folder (``../ppo/checkpoints/...`` lets one agent share another's
-files; absolute paths are refused). ``task``
-and ``run`` are optional: an artifact with them is needed only by the episodes of that task and run,
-so that `verify` rebuilds only what its sample plays; one without them is always needed. A recipe's
-``command`` is run with ``{python}`` (this interpreter), ``{task}``, ``{run}`` and ``{path}`` substituted,
-in ``cwd`` (relative to the manifest's folder). ``{path}`` is where the command must write the file:
-not the artifact's place, but a file in a private folder of the rebuild (below). ``sha256`` may be
-``null`` for an artifact whose rebuild has not been pinned yet: such an artifact is reported, never
-trusted. ``built_on`` (optional, a string such as `machine_description` gives) names the machine whose
-rebuild gave the pinned bytes: a retrain is bit-for-bit only on a like machine (another CPU's kernels
-round differently), so when a rebuild here gives other bytes the error says where to verify instead.
-``numerics`` (optional): ``"avx2-portable"`` says the recipe trains in `polar_bench.numerics`'s portable
-mode, so its bytes come back on any x86-64 CPU with AVX2 and FMA; a machine without them cannot rebuild
-it and says so.
-
-Before rebuilding, `ensure_artifacts` looks the SHA-256 up in a content-addressed store (`ArtifactStore`:
-a local folder, by default the user's cache, or any fsspec URL; `store_location` says which). A fetched
-file is hashed like a rebuilt one and refused when its bytes differ; a rebuilt one is kept in a local
-store for next time. ``python -m polar_bench artifacts publish AGENT.py --store URL`` fills a store.
-
-`ensure_artifacts` runs in the trusted process before any agent code: every needed artifact that
-exists is hashed and must equal its ``sha256``; a missing one is rebuilt by its recipe and must then
-equal it. Any difference raises `ArtifactError` (one line naming the file, both hashes and the fix);
-nothing runs on an unchecked file.
-
-A recipe is the submitter's code, so it runs locked down like an agent (`run_recipe`, with the
-layers of `polar_bench.evaluate.lockdown`): no network, its own uid where the verifier is root,
-writes only inside a fresh private folder (``{path}`` and its ``HOME`` and ``TMPDIR`` are there),
-no tracing or signalling of other processes. What it leaves at ``{path}`` is hashed by the trusted
-process and copied to the artifact's place only when the SHA-256 is the manifest's.
+`ensure_artifacts` runs in the trusted process before any agent code: every needed file is hashed
+and must equal its manifest's SHA-256; a missing one is fetched from the content-addressed
+`ArtifactStore`, else rebuilt by its recipe, locked down (`run_recipe`). Nothing runs on an unchecked
+file. The manifest format, the store and the portable numeric mode: docs/artifacts.md.
 """
 
 from __future__ import annotations
