@@ -178,3 +178,13 @@ def test_progress_gives_no_eta_from_the_first_episodes(capsys):
     done.update("ok")
     done.update("ok")
     assert capsys.readouterr().err.strip().splitlines()[-1] == "[polar_bench] 2/2 episodes, 0 errors, done"
+
+
+def test_a_bad_out_path_is_named_before_any_agent_process_starts(tmp_path, capsys):
+    """The cheap checks come first: a broken agent file is not even imported when --out cannot be written."""
+    agent = tmp_path / "agent.py"
+    agent.write_text("def make_agent(task, run)\n")  # a syntax error, which the agent process would report
+    assert main(["evaluate", str(agent), "--suite", "v1", "--tasks", "gym/CartPole-v1",
+                 "--out", str(tmp_path / "missing" / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "the folder of --out" in err and "does not exist" in err and "SyntaxError" not in err

@@ -126,6 +126,11 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
                         f"{cfg.agent_processes!r}; pass --agent-processes N")
     if cfg.agent_processes > 1 and cfg.in_process:
         raise UserError("--agent-processes needs agent processes; drop --in-process or --agent-processes")
+    out = Path(cfg.out)  # cheap checks first: nothing has started a process yet
+    if out.parent and not out.parent.exists():
+        raise UserError(f"the folder of --out {str(out)!r} does not exist; create it or choose another path")
+    if not os.access(out.parent or Path("."), os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise UserError(f"cannot write {str(out)!r}; choose a writable --out")
     mismatches = check_pins(cfg.suite, cfg.tasks)
     if mismatches and not cfg.allow_version_mismatch:
         listing = ", ".join(f"{k} {v['installed']} (suite pins {v['pinned']})" for k, v in mismatches.items())
@@ -145,11 +150,6 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     memory = cfg.agent_memory_mb or DEFAULT_AGENT_MEMORY_MB
     info, probe_layers = probe_agent(agent_path, in_process=cfg.in_process, memory_mb=memory,
                                      network=cfg.agent_network, threads=cfg.agent_threads)
-    out = Path(cfg.out)
-    if out.parent and not out.parent.exists():
-        raise UserError(f"the folder of --out {str(out)!r} does not exist; create it or choose another path")
-    if not os.access(out.parent or Path("."), os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise UserError(f"cannot write {str(out)!r}; choose a writable --out")
     agent_sha = agent_file_hash(agent_path)
     units = cfg.units()
     identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "runs": cfg.runs,
