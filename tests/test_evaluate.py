@@ -753,14 +753,15 @@ def _dispatch_fake(transport, episodes: int, lanes: int):
     from collections import deque
     from types import SimpleNamespace
 
-    from polar_bench.evaluate.config import Unit
+    from polar_bench.evaluate.config import RunOutcome, Unit
     from polar_bench.evaluate.dispatch import dispatch
 
-    cfg = SimpleNamespace(envs_per_worker=lanes, episode_timeout=None, replaced_workers=0, worker_losses=[])
+    cfg = SimpleNamespace(envs_per_worker=lanes, episode_timeout=None)
     todo = deque(Unit("t/a", 0, k, 100 + k) for k in range(episodes))
     recorded: list = []
-    assert dispatch(cfg, todo, transport, recorded.append, lambda reply: None) is None  # type: ignore[arg-type]
-    return cfg, recorded
+    outcome = RunOutcome()
+    assert dispatch(cfg, todo, transport, recorded.append, lambda reply: None, outcome) is None  # type: ignore[arg-type]
+    return outcome, recorded
 
 
 def test_dispatch_refills_a_streaming_worker_to_its_lanes_until_the_queue_runs_dry():
@@ -776,8 +777,8 @@ def test_dispatch_keeps_a_retried_episode_alone_on_a_streaming_worker():
     """A worker dies on episode 1: its unfinished episodes are retried, each in a batch of its own, and
     no episode joins a worker while it plays a retry, so a crashing episode cannot take others down twice."""
     workers = _FakeStreamingWorkers(1, die_on={1})
-    cfg, recorded = _dispatch_fake(workers, episodes=6, lanes=2)
-    assert sorted(r["index"] for r in recorded) == list(range(6)) and cfg.replaced_workers == 1
+    outcome, recorded = _dispatch_fake(workers, episodes=6, lanes=2)
+    assert sorted(r["index"] for r in recorded) == list(range(6)) and outcome.replaced_workers == 1
     batches = [[u[2] for u in units] for _i, kind, units in workers.handed if kind == "batch"]
     assert batches[:3] == [[0, 1], [1], [2]]  # 1 and 2 were held when the worker died: retried alone
     given = [(held, [u[2] for u in units]) for held, units in workers.topped]

@@ -9,7 +9,7 @@ from pathlib import Path
 from .._optional import version_of
 from ..suite import Suite, TaskSpec, episode_seed
 
-__all__ = ["EvalConfig", "Unit", "journal_path", "check_pins", "PIN_FAMILIES"]
+__all__ = ["EvalConfig", "RunOutcome", "Unit", "journal_path", "check_pins", "PIN_FAMILIES"]
 
 # Which families a pinned package matters to ("*" = every family; a tuple when several use it).
 PIN_FAMILIES: dict[str, str | tuple[str, ...]] = {
@@ -34,7 +34,20 @@ class Unit:
 
 
 @dataclass
+class RunOutcome:
+    """What happened while the episodes were played, returned beside them (never written into the
+    configuration): the workers used, and the ones lost and replaced."""
+
+    workers: int | None = None
+    replaced_workers: int = 0  # workers (processes or actors) that died or were killed and replaced
+    worker_losses: list[dict] = field(default_factory=list)  # why each was lost and what it was playing
+
+
+@dataclass(frozen=True)
 class EvalConfig:
+    """Everything one evaluation is asked to do, read and never written: what happens while it runs
+    comes back in a `RunOutcome`."""
+
     suite: Suite
     agent_path: str
     out: str
@@ -50,8 +63,6 @@ class EvalConfig:
     command: str = ""
     backend: str = "local"  # "local" (worker processes) or "ray"
     address: str | None = None  # Ray: None starts a local Ray; "auto" or "ray://HOST:PORT" joins a cluster
-    replaced_workers: int = 0  # workers (processes or actors) that died or were killed and replaced
-    worker_losses: list[dict] = field(default_factory=list)  # why each was lost and what it was playing
     # episodes each worker plays at once, stepped together: one request to the agent process per step for
     # all of them, which amortizes the round trip (results do not depend on it)
     envs_per_worker: int = 8
@@ -74,14 +85,14 @@ class EvalConfig:
     fresh_seeds: dict[str, tuple[int, ...]] | None = None
     fresh_entropy: int | None = None
     retry_failed: bool = False  # play again the journaled episodes that did not end ok (attempts counted)
-    _plugin_bytes: dict[str, bytes] | None = field(default=None, repr=False, compare=False)
-
     def plugin_files(self) -> dict[str, bytes]:
         """The harness-plugin files, resolved path -> bytes, read once: the parent imports, the workers
         import and the results hash the same bytes, whatever happens to the files meanwhile."""
-        if self._plugin_bytes is None:
-            self._plugin_bytes = {str(Path(p).resolve()): Path(p).read_bytes() for p in self.harness_plugins}
-        return self._plugin_bytes
+        cached = self.__dict__.get("_plugin_bytes")
+        if cached is None:  # the one value read lazily, kept beside the (frozen) fields
+            cached = {str(Path(p).resolve()): Path(p).read_bytes() for p in self.harness_plugins}
+            self.__dict__["_plugin_bytes"] = cached
+        return cached
 
     def units(self) -> list[Unit]:
         out = []

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from ..errors import UserError
 from .agent_process import die_with_parent
-from .config import EvalConfig, Unit, journal_path
+from .config import EvalConfig, RunOutcome, Unit, journal_path
 from .episodes import EpisodeRunner
 from .lockdown import protect_trusted_process
 
@@ -377,22 +377,23 @@ def _lost_unit(cfg: EvalConfig, unit: Unit, attempt: int, overdue: bool, why: st
                                             f"crashed the process, or its machine was lost")
 
 
-def _note_loss(cfg: EvalConfig, batch: Batch, why: str) -> None:
+def _note_loss(outcome: RunOutcome, batch: Batch, why: str) -> None:
     """Count a lost worker, keep why and what it was playing for the results' ``config.worker_losses``,
     and say so on stderr: a retried episode leaves no other trace, and a loss that recurs is a bug to find."""
-    cfg.replaced_workers += 1
+    outcome.replaced_workers += 1
     playing = [f"{u.task} run {u.run} episode {u.index}" + (" (its retry)" if attempt > 1 else "")
                for u, attempt in batch]
-    cfg.worker_losses.append({"why": why, "playing": playing, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    outcome.worker_losses.append({"why": why, "playing": playing, "at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     print(f"[polar_bench] a worker was lost ({why}) while playing {len(playing)} episode(s), "
           f"{', '.join(playing[:3])}{' ...' if len(playing) > 3 else ''}; a new worker replaces it, and an "
           f"episode lost for the first time is played again", file=sys.stderr, flush=True)
 
 
 def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callable[[dict], None],
-             on_reply: Callable[[dict], None]) -> str | None:
+             on_reply: Callable[[dict], None], outcome: RunOutcome) -> str | None:
     """Play ``todo`` on the transport's workers; ``record`` each finished episode and pass each reply
-    to ``on_reply`` (isolation layers). Return a fatal agent error (the agent cannot be built), if any."""
+    to ``on_reply`` (isolation layers); count lost workers in ``outcome``. Return a fatal agent error
+    (the agent cannot be built), if any."""
     idle = list(range(transport.size))
     queue = _Queue(todo)
     inflight: dict[int, tuple[Batch, float]] = {}
@@ -442,7 +443,7 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                                         f"own error, if any, is printed above; check the harness plugins and that "
                                         f"the suite's environments start")
                 transport.replace(i)
-                _note_loss(cfg, batch, why or "it died")
+                _note_loss(outcome, batch, why or "it died")
                 idle.append(i)
                 for unit, attempt in batch:
                     failed = _lost_unit(cfg, unit, attempt, False, why, retry)
@@ -467,7 +468,7 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
                 if now - t0 > 2 * cfg.episode_timeout * len(batch) + BACKSTOP_GRACE_S:
                     del inflight[i]
                     transport.replace(i)
-                    _note_loss(cfg, batch, f"killed: no answer for {now - t0:.0f} s, past twice the "
+                    _note_loss(outcome, batch, f"killed: no answer for {now - t0:.0f} s, past twice the "
                                           f"{cfg.episode_timeout:g} s episode timeout per episode of its batch")
                     idle.append(i)
                     for unit, attempt in batch:

@@ -24,7 +24,7 @@ from ..errors import AgentLoadError, UserError
 from ..harness import check_options
 from ..results import write_results
 from .agents import DEFAULT_AGENT_MEMORY_MB, MAX_AGENT_PROCESSES, MAX_AGENT_THREADS, probe_agent
-from .config import EvalConfig, check_pins, journal_path
+from .config import EvalConfig, RunOutcome, check_pins, journal_path
 from .dispatch import ProcessTransport, RayTransport, dispatch, load_harness_plugins
 from .journal import Journal, Progress
 from .lockdown import protect_trusted_process
@@ -76,13 +76,13 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str | None:
+def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply, outcome: RunOutcome) -> str | None:
     if cfg.backend != "ray":
         n = max(1, min(cfg.workers or 1, -(-len(todo) // cfg.envs_per_worker)))
         transport = ProcessTransport(cfg, options, n)
         fatal = None
         try:
-            fatal = dispatch(cfg, todo, transport, record, on_reply)
+            fatal = dispatch(cfg, todo, transport, record, on_reply, outcome)
         except BaseException:
             transport.close(kill=True)
             raise
@@ -97,11 +97,11 @@ def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply) -> str
         ray.init(address=cfg.address or "local", include_dashboard=False, log_to_driver=True,
                  **({"num_cpus": cfg.workers} if cfg.address is None and cfg.workers else {}))
         started_here = True
-    cfg.workers = cfg.workers or int(ray.cluster_resources().get("CPU", 1))
-    n = max(1, min(cfg.workers, -(-len(todo) // cfg.envs_per_worker)))
+    outcome.workers = cfg.workers or int(ray.cluster_resources().get("CPU", 1))
+    n = max(1, min(outcome.workers, -(-len(todo) // cfg.envs_per_worker)))
     ray_transport = RayTransport(cfg, options, n, ray)
     try:
-        return dispatch(cfg, todo, ray_transport, record, on_reply)
+        return dispatch(cfg, todo, ray_transport, record, on_reply, outcome)
     finally:
         ray_transport.close(kill=True)
         if started_here:
@@ -178,10 +178,11 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
 
     fatal: str | None = None
     interrupted = False
+    outcome = RunOutcome()  # what happened while playing: returned in the results, never written into cfg
     try:
         if todo:
             with _terminate_as_interrupt():
-                fatal = _drive(cfg, todo, options, record, on_reply)
+                fatal = _drive(cfg, todo, options, record, on_reply, outcome)
     except KeyboardInterrupt:
         interrupted = True
     finally:
@@ -234,10 +235,10 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
                   "info": info},
         "isolation": isolation,
         "config": {"runs": cfg.runs, "episodes_override": cfg.episodes_override,
-                   "tasks": [t.id for t in cfg.tasks], "workers": cfg.workers,
+                   "tasks": [t.id for t in cfg.tasks], "workers": outcome.workers or cfg.workers,
                    "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
                    "backend": cfg.backend, "envs_per_worker": cfg.envs_per_worker,
-                   "replaced_workers": cfg.replaced_workers, "worker_losses": cfg.worker_losses},
+                   "replaced_workers": outcome.replaced_workers, "worker_losses": outcome.worker_losses},
         "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
         "started": journal.started or started,
         "finished": utc_now(),

@@ -92,7 +92,7 @@ def rerun_timeout(submitted: object, key: str) -> float:
     return min(max(float(submitted), default), cap) if ok else cap  # type: ignore[arg-type]
 
 
-@dataclass
+@dataclass(frozen=True)
 class _SampleConfig(EvalConfig):
     """An `EvalConfig` whose units are only the sampled ones."""
 
@@ -240,7 +240,7 @@ def _fresh_seed_check(cfg: EvalConfig, suite, pool: list[dict], tasks: list, run
     same = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(EvalConfig)}
     played, _ = run_evaluation(EvalConfig(**same | {
         "out": str(tmp / "fresh.json"), "tasks": tasks, "runs": runs, "fresh_seeds": seeds, "fresh_entropy": entropy,
-        "command": f"{cfg.command} (fresh seeds)", "replaced_workers": 0, "worker_losses": []}))
+        "command": f"{cfg.command} (fresh seeds)"}))
     episodes = played["episodes"]
     gaps = gap_test(published, normalized_by_stratum(suite, episodes), seed=entropy)
     failed = [g for g in gaps if g.significant]
