@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -112,12 +112,14 @@ def small_json(value: Any, where: str, limit: int) -> Any:
 class AgentGone(Exception):
     """The agent process died, hung past its deadline or broke the protocol; it was killed.
 
-    ``kind`` is ``timeout`` or ``agent_error``; ``message`` says what happened."""
+    ``kind`` is ``timeout`` or ``agent_error``; ``message`` says what happened; ``limit``, for a
+    timeout, which deadline passed: ``"step"`` or ``"episode"`` (None until the caller knows)."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, limit: Literal["step", "episode"] | None = None):
         super().__init__(message)
         self.kind = kind
         self.message = message
+        self.limit = limit
 
 
 @dataclass

@@ -397,7 +397,7 @@ class EpisodeRunner:
         def gone_now(gone: AgentGone, limit, left) -> tuple[list[dict], list[tuple]]:
             if gone.kind == "timeout":
                 by_episode = left is not None and limit is not None and left <= limit + 1e-9
-                gone = AgentGone("timeout", "\0episode" if by_episode else "\0step")
+                gone = AgentGone("timeout", gone.message, "episode" if by_episode else "step")
             return self._gone(done, everyone(), gone)
 
         for g in range(len(groups)):
@@ -502,7 +502,7 @@ class EpisodeRunner:
             return done, [self.lanes[i].unit for i in active]  # type: ignore[misc]
         lane = self.lanes[active[0]]
         if gone.kind == "timeout":
-            done.append(self._finish(lane, "timeout", self._timeout_text(lane, gone.message == "\0episode")))
+            done.append(self._finish(lane, "timeout", self._timeout_text(lane, gone.limit == "episode")))
         else:
             done.append(self._finish(lane, "agent_error", gone.message))
         return done, []
