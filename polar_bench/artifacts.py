@@ -121,7 +121,7 @@ def machine_description() -> str:
 
 
 def _bad(path: Path, what: str) -> ArtifactError:
-    return ArtifactError(f"{path}: {what}; fix the manifest (format: polar_bench/artifacts.py)")
+    return ArtifactError(f"{path}: {what}; fix the manifest (its format: docs/artifacts.md)")
 
 
 def manifest_path(agent_path: str | Path) -> Path | None:

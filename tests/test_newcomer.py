@@ -51,6 +51,12 @@ def test_the_first_screen_of_the_readme_with_one_mistake(tmp_path, capsys, monke
     assert "30 failed:" in out and "30x agent_error: InvalidActionError" in out and "action 5" in out  # the cause
     assert "python -m polar_bench score mine.json" in out and "--retry-failed" in out
 
+    # score says the same, with the evaluation's own command
+    assert main(["score", "mine.json", "--allow-incomplete"]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines() if "play the failed episodes again" in x]
+    assert line.endswith("python -m polar_bench evaluate agent.py --suite v1 --domains classic --runs 3 "
+                         "--workers 2 --no-progress --out mine.json --retry-failed"), line
+
     # 2. the fix (outside the agent file), then the retry it named
     Path("BUG").unlink()
     assert main([*evaluate, "--retry-failed"]) == 0

@@ -259,9 +259,22 @@ def score(args) -> int:
     table = report.score_table(agent.label, scopes, confidence=args.confidence, reps=args.reps,
                                digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
     sections = ["\n".join(_header(agent)), table.to_text(), report.task_table([agent], args.digits).to_text(),
-                "\n".join(_error_lines(agent) + _llm_lines(agent) + _timing_lines(agent))]
+                "\n".join(_error_lines(agent) + _retry_lines(agent, args.results) + _llm_lines(agent)
+                          + _timing_lines(agent))]
     print("\n".join(s.rstrip("\n") + "\n" for s in sections), end="")
     return 0
+
+
+def _retry_lines(agent: analysis.AgentScores, path: str) -> list[str]:
+    """After failed episodes: the command that plays them again (the evaluation's own, plus --retry-failed)."""
+    if not any(f["status"] != "missing" for f in agent.failures):
+        return []
+    from ..results import read_results
+
+    command = str(read_results(path).data.get("command") or "python -m polar_bench evaluate ...")
+    again = command if "--retry-failed" in command.split() else f"{command} --retry-failed"
+    return [f"Fix the cause, then play the failed episodes again: {again}",
+            "(a changed agent file starts the evaluation afresh: its old journal is set aside)"]
 
 
 def _load_many(paths: list[str], at_least: int, command: str,
