@@ -198,7 +198,7 @@ class ArtifactStore:
         if self.remote:
             from ._optional import require
 
-            fsspec = require("fsspec", "fsspec", f"the artifact store {self.location}")
+            fsspec = require("fsspec", "store", f"the artifact store {self.location}")
             self._fs, self._root = fsspec.core.url_to_fs(self.location)
         else:
             self._root = str(Path(self.location).expanduser())
