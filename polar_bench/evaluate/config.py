@@ -85,6 +85,13 @@ class EvalConfig:
     fresh_seeds: dict[str, tuple[int, ...]] | None = None
     fresh_entropy: int | None = None
     retry_failed: bool = False  # play again the journaled episodes that did not end ok (attempts counted)
+    def makes_standard_results(self) -> bool:
+        """Whether these settings make a standard result, the one place that decides it: the suite's
+        tasks, runs, episodes and seeds, no harness plugin, and no non-standard option (``standard``
+        false: an LLM budget of one's own)."""
+        return (self.standard and not self.episodes_override and len(self.tasks) == len(self.suite.tasks)
+                and self.runs >= self.suite.runs and not self.harness_plugins and self.fresh_seeds is None)
+
     def plugin_files(self) -> dict[str, bytes]:
         """The harness-plugin files, resolved path -> bytes, read once: the parent imports, the workers
         import and the results hash the same bytes, whatever happens to the files meanwhile."""

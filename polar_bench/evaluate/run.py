@@ -227,8 +227,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "versions": {pkg: version_of(pkg) or "not installed" for pkg in sorted(set(cfg.suite.pins) | {"polar_bench"})},
         "version_mismatches": mismatches,
         "comparable": not mismatches,
-        "standard": cfg.standard and not cfg.episodes_override and len(cfg.tasks) == len(cfg.suite.tasks)
-                    and cfg.runs >= cfg.suite.runs,
+        "standard": cfg.makes_standard_results(),
         "environment": {"python": platform.python_version(), "os": platform.platform(), "cpu": _cpu_name(),
                         "cpu_count": os.cpu_count() or 1},
         "agent": {"path": agent_path, "sha256": agent_sha, "name": str(info.get("name", Path(agent_path).stem)),
@@ -246,12 +245,10 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     }
     if cfg.fresh_seeds is not None:
         data["seeds"] = {"kind": "fresh", "entropy": cfg.fresh_entropy}
-        data["standard"] = False
     if cfg.harness_plugins:
         files = cfg.plugin_files()
         data["harness_plugins"] = [{"path": str(p), "sha256": hashlib.sha256(files[str(Path(p).resolve())]).hexdigest()}
                                    for p in cfg.harness_plugins]
-        data["standard"] = False
     write_results(data, out)
     code = 0 if all(e["status"] == "ok" for e in episodes) else 1
     return data, code
