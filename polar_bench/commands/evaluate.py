@@ -177,7 +177,7 @@ def run(args) -> int:
         print("note: --in-process: the agent ran inside the evaluation workers; these results cannot be submitted")
     from .. import analysis, report
 
-    agent = analysis.agent_scores(args.out)
+    agent = analysis.agent_scores(data)  # the data just written: nothing to read back
     print(f"{len(eps)} episodes on {len(tasks)} tasks x {cfg.runs} runs -> {args.out}"
           + (f"; {len(bad)} failed:" if bad else ""))
     if bad:  # by cause, the most common first, as score prints them
