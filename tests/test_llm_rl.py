@@ -394,6 +394,8 @@ def test_stopping_the_evaluate_wrapper_keeps_the_journal_clean(tiny, tmp_path, s
         assert journal.exists(), err_file.read_text()[-2000:]
         evaluation = children_of(wrapper.pid)
         assert len(evaluation) == 1
+        state = Path(f"/proc/{evaluation[0]}/status").read_text().split("State:", 1)[1].split("\n", 1)[0].strip()
+        assert not state.startswith("Z"), f"the evaluation ended before the signal: {err_file.read_text()[-2000:]}"
         os.kill(wrapper.pid, getattr(signal, sig))
         wrapper.wait(timeout=60)
         assert gone_within(evaluation[0], 30), "the evaluation outlived its upstream's server"

@@ -67,6 +67,9 @@ def _terminate_as_interrupt() -> Iterator[None]:
         return
 
     def _interrupt(signum: int, frame: Any) -> None:
+        # once: a second SIGTERM (a scheduler that signals again, a parent's death signal arriving with
+        # the user's kill) must not cut the clean-up short and end the process without its closing line
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, _interrupt)
@@ -179,15 +182,15 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     fatal: str | None = None
     interrupted = False
     outcome = RunOutcome()  # what happened while playing: returned in the results, never written into cfg
-    try:
-        if todo:
-            with _terminate_as_interrupt():
+    with _terminate_as_interrupt():  # until the journal is closed
+        try:
+            if todo:
                 fatal = _drive(cfg, todo, options, record, on_reply, outcome)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        journal.close()
-        progress.close()
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            journal.close()
+            progress.close()
     if fatal is not None:
         raise AgentLoadError(fatal)
     if interrupted:
