@@ -626,6 +626,28 @@ def test_memory_bomb():
     """, memory_mb=200) == "MemoryError"
 
 
+def test_memory_the_address_space_limit_misses_is_held_by_the_cgroup():
+    """With the address-space limit off, the kernel's memory cgroup (or, without one, the watchdog)
+    still ends a program that hoards memory, with the same kind of violation."""
+    bomb = """
+        def act(obs):
+            hoard = []
+            while True:
+                hoard.append(bytearray(10 ** 7))
+                hoard[-1][::4096] = b"x" * len(range(0, 10 ** 7, 4096))
+    """
+    policy = SandboxedPolicy(textwrap.dedent(bomb), memory_mb=200, python_guards=False, _disable=("rlimits",))
+    try:
+        policy.start()
+        assert policy.layers["oom_score_adj"] == "1000"
+        assert policy.layers["memory_limit"].startswith(("cgroup", "watchdog")), policy.layers
+        with pytest.raises(SandboxViolation) as info:
+            policy.act(0)
+        assert (info.value.kind, info.value.reason) == ("memory", "sandboxed program memory limit of 200 MiB exceeded")
+    finally:
+        policy.close()
+
+
 def test_reading_environment_variables(monkeypatch):
     monkeypatch.setenv("POLAR_SANDBOX_SECRET", "s3cr3t-token")
     env = run(f"def act(obs):\n    return dict({REAL_IMPORT}('os').environ)\n")

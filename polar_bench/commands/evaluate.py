@@ -43,7 +43,11 @@ def register(sub) -> None:
                    help="debugging only: import the agent into the evaluation workers instead of a locked-down "
                         "process of its own; the results are marked not submittable")
     p.add_argument("--agent-memory", type=int, metavar="MIB",
-                   help="address-space limit of each agent process in MiB (default 8192)")
+                   help="memory of each agent process and everything it starts, together, in MiB (default 8192; "
+                        "also each process's address-space limit). Over it the episode ends agent_error")
+    p.add_argument("--agent-disk", type=int, metavar="MIB",
+                   help="size of each agent process's private folder (its HOME and TMPDIR) in MiB (default 1024); "
+                        "over it the agent's writes fail")
     p.add_argument("--agent-threads", type=int, default=1, metavar="N",
                    help="threads of torch, OpenMP, MKL and OpenBLAS in each agent process (default 1). The "
                         "count changes floating-point results, so it is recorded and verify re-runs with it")
@@ -93,7 +97,7 @@ def run(args) -> int:
     from ..evaluate import EvalConfig, run_evaluation
     from ..suite import load_suite
 
-    for name in ("runs", "episodes", "workers", "envs_per_worker", "agent_memory", "agent_threads",
+    for name in ("runs", "episodes", "workers", "envs_per_worker", "agent_memory", "agent_disk", "agent_threads",
                  "agent_processes"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -153,7 +157,8 @@ def run(args) -> int:
         backend=args.backend, address=args.address, envs_per_worker=args.envs_per_worker,
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
-        in_process=args.in_process, agent_memory_mb=args.agent_memory, agent_network=args.agent_network,
+        in_process=args.in_process, agent_memory_mb=args.agent_memory, agent_disk_mb=args.agent_disk,
+        agent_network=args.agent_network,
         agent_threads=args.agent_threads, agent_processes=args.agent_processes,
         llm_endpoint=endpoint,
         llm_upstream=upstream, llm_budget=budget, trajectories=args.trajectories,

@@ -318,7 +318,8 @@ def main() -> None:
     try:
         layers = lock_down(cfg["workdir"], memory_mb=cfg.get("memory_mb"),
                            max_processes=int(cfg["max_processes"]), network=bool(cfg.get("network")),
-                           forward_port=cfg.get("forward_port"), forward_fd=RESP_FD + 1 if fwd is not None else None)
+                           forward_port=cfg.get("forward_port"), forward_fd=RESP_FD + 1 if fwd is not None else None,
+                           limits=cfg.get("limits"))
     except Exception as exc:  # noqa: BLE001 - report, never run the agent half locked down
         pipe.write(b"E", {"error": f"the agent process could not lock itself down: {format_exception(exc)}"})
         return

@@ -38,15 +38,18 @@ from ..agent import agent_info, build_agent, load_agent_module
 from ..errors import AgentLoadError
 from ..llm.proxy import PROXY_PORT, LLMProxy
 from ..lockdown import wire
+from ..lockdown.limits import DEFAULT_DISK_MB, TreeLimits
 from ..sandbox import kill_process_group
 from ..task_info import TaskInfo
 from .agent_process import act_all, enter_slot, format_exception, reset_all
 from .lockdown import AGENT_UID
 
 __all__ = ["AgentGone", "Slot", "IsolatedAgents", "InProcessAgents", "probe_agent", "DEFAULT_AGENT_MEMORY_MB",
+           "DEFAULT_AGENT_DISK_MB",
            "DEFAULT_AGENT_THREADS", "MAX_AGENT_THREADS", "agent_thread_env"]
 
 DEFAULT_AGENT_MEMORY_MB = 8192
+DEFAULT_AGENT_DISK_MB = DEFAULT_DISK_MB
 DEFAULT_AGENT_PROCESSES = 256
 # The numeric libraries' thread count in the agent process. It changes the order of floating-point
 # sums (a torch CNN's sampled actions differ between one and two threads), so it is fixed and
@@ -356,7 +359,8 @@ class IsolatedAgents:
     mode = "process"
 
     def __init__(self, agent_path: str, *, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,
-                 max_processes: int = DEFAULT_AGENT_PROCESSES, network: bool = False,
+                 disk_mb: int | None = DEFAULT_AGENT_DISK_MB, max_processes: int = DEFAULT_AGENT_PROCESSES,
+                 network: bool = False,
                  llm_endpoint: tuple[str, int] | None = None, start_timeout: float = START_TIMEOUT_S,
                  proxy: LLMProxy | None = None, threads: int = DEFAULT_AGENT_THREADS):
         self.agent_path = os.path.abspath(agent_path)
@@ -368,6 +372,8 @@ class IsolatedAgents:
         self._proxy_port = PROXY_PORT  # where the agent reaches the proxy (see start)
         self._channel: socket.socket | None = None
         self.memory_mb = memory_mb
+        self.disk_mb = disk_mb
+        self._limits: TreeLimits | None = None
         self.max_processes = max_processes
         self.network = network
         self.threads = int(threads)
@@ -403,6 +409,8 @@ class IsolatedAgents:
         _widen(req_w)
         cfg = {"req_fd": req_r, "resp_fd": resp_w, "workdir": self._workdir, "agent_path": self.agent_path,
                "memory_mb": self.memory_mb, "max_processes": self.max_processes, "network": self.network}
+        self._limits = TreeLimits(self.memory_mb, self.disk_mb)
+        cfg["limits"] = self._limits.child_config()
         passed = [req_r, resp_w]
         child_channel = None
         if self.llm_endpoint is not None and not self.network:
@@ -419,6 +427,7 @@ class IsolatedAgents:
                 [sys.executable, "-B", "-c", AGENT_MAIN, json.dumps(cfg)],
                 stdin=subprocess.DEVNULL, env=env, cwd=self._workdir, pass_fds=tuple(passed),
                 close_fds=True, start_new_session=True)
+            self._limits.watch(self._proc.pid)
         finally:
             os.close(req_r)
             os.close(resp_w)
@@ -436,7 +445,10 @@ class IsolatedAgents:
             self.kill()
             raise AgentLoadError("the agent process sent an unreadable greeting; it must not write to its "
                                  "protocol pipes")
-        self.layers = {str(k): str(v) for k, v in hello["layers"].items()}
+        self.layers = {"memory_limit": self._limits.memory_layer(),
+                       **{str(k): str(v) for k, v in hello["layers"].items()}}
+        if self.disk_mb and not self.layers.get("disk_limit", "").startswith("tmpfs"):
+            self._limits.watch_folder(self._workdir)
         netns = self.layers.get("network_namespace", "").startswith("on")
         if self.proxy is not None and not netns:
             # the host's network (--agent-network, or a kernel without network namespaces): the proxy
@@ -466,6 +478,9 @@ class IsolatedAgents:
         proc, self._proc = self._proc, None
         if proc is not None:
             kill_process_group(proc)
+        if self._limits is not None:
+            self._limits.close()
+            self._limits = None
         if self._forwarder is not None:
             self._forwarder.close()
             self._forwarder = None
@@ -511,7 +526,10 @@ class IsolatedAgents:
                 code = proc.wait(timeout=2)
             except subprocess.TimeoutExpired:
                 code = None
+        over = self._limits.check() if self._limits is not None else None
         self.kill()
+        if over is not None:  # "agent memory limit of 8 GiB exceeded"
+            return AgentGone("agent_error", f"{over} {phase}")
         if code is not None and code < 0:
             try:
                 name = signal.Signals(-code).name
@@ -777,7 +795,8 @@ class AgentPool:
 
 
 def probe_agent(agent_path: str, *, in_process: bool = False, memory_mb: int | None = DEFAULT_AGENT_MEMORY_MB,
-                network: bool = False, threads: int = DEFAULT_AGENT_THREADS) -> tuple[dict, dict[str, str]]:
+                disk_mb: int | None = DEFAULT_AGENT_DISK_MB, network: bool = False,
+                threads: int = DEFAULT_AGENT_THREADS) -> tuple[dict, dict[str, str]]:
     """Import an agent file the way `evaluate` will and return its ``AGENT_INFO`` and the isolation
     layers that took effect; `AgentLoadError` (one line) when it does not load. Isolated unless
     ``in_process``: the trusted process never imports the agent file."""
@@ -785,7 +804,7 @@ def probe_agent(agent_path: str, *, in_process: bool = False, memory_mb: int | N
         module = load_agent_module(agent_path)
         info, layers = agent_info(module), InProcessAgents(agent_path).layers
     else:
-        agents = IsolatedAgents(agent_path, memory_mb=memory_mb, network=network, threads=threads)
+        agents = IsolatedAgents(agent_path, memory_mb=memory_mb, disk_mb=disk_mb, network=network, threads=threads)
         try:
             agents.start()
             info, layers = dict(agents.info), dict(agents.layers)

@@ -67,7 +67,8 @@ class EvalConfig:
     # all of them, which amortizes the round trip (results do not depend on it)
     envs_per_worker: int = 8
     in_process: bool = False  # debugging only: the agent runs inside the workers; results not submittable
-    agent_memory_mb: int | None = None  # address-space limit of each agent process (None: the default)
+    agent_memory_mb: int | None = None  # memory of each agent process tree (None: the default, 8 GiB)
+    agent_disk_mb: int | None = None  # size of each agent process's private folder (None: the default, 1 GiB)
     agent_network: bool = False  # keep the host network for the agent; recorded
     agent_threads: int = 1  # numeric libraries' threads in each agent process (agents.agent_thread_env); recorded
     # agent processes per worker (an AgentPool when over 1: each serves its share of the lanes, on its own

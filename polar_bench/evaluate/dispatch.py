@@ -86,7 +86,8 @@ def make_runner(agent_path: str, settings: dict) -> EpisodeRunner:
     load_harness_plugins(settings.get("plugins", {}))
     return EpisodeRunner(agent_path, settings["options"], settings["step_timeout"], settings["episode_timeout"],
                          settings["lanes"], in_process=settings["in_process"],
-                         agent_memory_mb=settings["agent_memory_mb"], network=settings["network"],
+                         agent_memory_mb=settings["agent_memory_mb"],
+                         agent_disk_mb=settings.get("agent_disk_mb"), network=settings["network"],
                          llm_endpoint=settings["llm_endpoint"], pipeline=settings["pipeline"],
                          llm_proxy=settings.get("llm_proxy"), agent_threads=settings.get("agent_threads", 1),
                          agent_processes=settings.get("agent_processes", 1))
@@ -95,6 +96,7 @@ def make_runner(agent_path: str, settings: dict) -> EpisodeRunner:
 def worker_settings(cfg: EvalConfig, options: dict) -> dict:
     return {"options": options, "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
             "lanes": cfg.envs_per_worker, "in_process": cfg.in_process, "agent_memory_mb": cfg.agent_memory_mb,
+            "agent_disk_mb": cfg.agent_disk_mb,
             "network": cfg.agent_network, "llm_endpoint": cfg.llm_endpoint, "agent_threads": cfg.agent_threads,
             "agent_processes": cfg.agent_processes,
             "llm_proxy": None if cfg.llm_upstream is None else {

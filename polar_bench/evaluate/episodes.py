@@ -166,7 +166,7 @@ class EpisodeRunner:
 
     def __init__(self, agent_path: str, options: dict, step_timeout: float | None,
                  episode_timeout: float | None, lanes: int = 1, *, in_process: bool = False,
-                 agent_memory_mb: int | None = None, network: bool = False,
+                 agent_memory_mb: int | None = None, agent_disk_mb: int | None = None, network: bool = False,
                  llm_endpoint: tuple[str, int] | None = None, pipeline: bool = True,
                  llm_proxy: dict | None = None, agent_threads: int = DEFAULT_AGENT_THREADS,
                  agent_processes: int = 1):
@@ -192,6 +192,8 @@ class EpisodeRunner:
                                       "llm_endpoint": tuple(llm_endpoint) if llm_endpoint else None}
             if agent_memory_mb is not None:
                 kwargs["memory_mb"] = agent_memory_mb
+            if agent_disk_mb is not None:
+                kwargs["disk_mb"] = agent_disk_mb
             members = min(max(1, int(agent_processes)), len(self.lanes))
             if members > 1:
                 self.agents = AgentPool([IsolatedAgents(agent_path, **kwargs) for _ in range(members)])

@@ -5,14 +5,19 @@ nothing but the protocol pipes to its trusted worker. Each layer is applied wher
 it, and `lock_down` returns which ones took effect (recorded in the results under
 ``isolation.layers``). In order:
 
+0. **Memory and disk** (`polar_bench.lockdown.limits`, kept by the worker): the process joins the
+   memory cgroup its worker made (one limit for it and everything it starts) and sets its
+   ``oom_score_adj`` to 1000, so that the kernel, short of memory, kills an agent before anything
+   trusted. As root it mounts a size-limited tmpfs over its private folder in a mount namespace of
+   its own (default 1 GiB; otherwise a file-size limit, and the worker adds up the folder).
 1. **Namespaces**: new network, IPC and UTS namespaces (as root directly; otherwise inside a new
    user namespace). The network namespace has only a loopback interface, down: no connection can
    reach anything, not even 127.0.0.1 of the host. With an LLM endpoint named (``forward_port``),
    the loopback is brought up and one listening socket, 127.0.0.1:PORT inside the namespace, is
    handed to the trusted worker (over ``forward_fd``), which forwards each connection to that
    endpoint and nowhere else.
-2. **Resource limits** (hard = soft): address space (``memory_mb``), processes and threads of the
-   agent's uid (``max_processes``), no core files.
+2. **Resource limits** (hard = soft): address space of each process (``memory_mb``), processes and
+   threads of the agent's uid (``max_processes``), no core files, file size where there is no tmpfs.
 3. **Privileges**: as root, the process switches to uid/gid 65534 with no groups and keeps one
    capability, ``CAP_DAC_READ_SEARCH`` (read any file: the agent's checkpoints and Python's library
    under /root; writing, signalling and tracing as root are gone, and the process limit is enforced,
@@ -47,16 +52,15 @@ import platform
 import resource
 import sys
 
+from ..lockdown import kernel
+from ..lockdown.limits import gib
 from ..lockdown.seccomp import install_bpf
 
 __all__ = ["lock_down", "protect_trusted_process", "landlock_abi", "AGENT_UID"]
 
 AGENT_UID = 65534  # "nobody": the uid an agent process started by root runs as
 
-_CLONE_NEWUSER, _CLONE_NEWNET, _CLONE_NEWIPC, _CLONE_NEWUTS = 0x10000000, 0x40000000, 0x08000000, 0x04000000
-_PR_SET_DUMPABLE, _PR_SET_KEEPCAPS, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS = 4, 8, 24, 38
-_CAP_DAC_READ_SEARCH = 2
-_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE = 47, 2
+_PR_SET_DUMPABLE = 4
 
 # Landlock (include/uapi/linux/landlock.h)
 _SYS_LANDLOCK_CREATE, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT = 444, 445, 446
@@ -89,8 +93,7 @@ _AUDIT_ARCH_X86_64 = 0xC000003E
 _EPERM = 1
 
 
-def _libc():
-    return ctypes.CDLL(None, use_errno=True)
+_libc = kernel.libc
 
 
 def protect_trusted_process() -> None:
@@ -200,43 +203,6 @@ def _processes_of(uid: int) -> int:
     return n
 
 
-def _drop_to(uid: int) -> None:
-    """Root only: become ``uid`` keeping CAP_DAC_READ_SEARCH alone (effective and permitted)."""
-    libc = _libc()
-    for cap in range(64):  # empty the bounding set but for the one capability kept
-        if cap != _CAP_DAC_READ_SEARCH and libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-            break
-    libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0)
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    _capset(1 << _CAP_DAC_READ_SEARCH)
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
-
-
-def _capset(low_caps: int, inheritable: int = 0) -> None:
-    hdr, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
-    data[0].effective = data[0].permitted = low_caps
-    data[0].inheritable = inheritable
-    if _libc().capset(ctypes.byref(hdr), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed")
-
-
-def _keep_reading_across_exec() -> None:
-    """Make CAP_DAC_READ_SEARCH an ambient capability, so that a program this process executes (a
-    recipe's command) still reads any file; every other capability stays gone."""
-    _capset(1 << _CAP_DAC_READ_SEARCH, inheritable=1 << _CAP_DAC_READ_SEARCH)
-    if _libc().prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_CAP_AMBIENT_RAISE) failed")
-
-
 def _loopback_listener(port: int, forward_fd: int) -> None:
     """Bring up ``lo`` in the new network namespace, listen on 127.0.0.1:``port`` there and hand the
     listening socket to the trusted worker over the UNIX socket ``forward_fd``."""
@@ -260,26 +226,46 @@ def _loopback_listener(port: int, forward_fd: int) -> None:
 
 def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, network: bool = False,
               forward_port: int | None = None, forward_fd: int | None = None,
-              exec_next: bool = False) -> dict[str, str]:
+              exec_next: bool = False, limits: dict | None = None) -> dict[str, str]:
     """Apply the layers of the module docstring to the calling process; return those that took effect.
 
     ``workdir`` is the private temporary folder (the only place the process may write);
     ``network=True`` keeps the host's network namespace; ``forward_port`` and ``forward_fd``: see
     `_loopback_listener` (an LLM endpoint the user named, reached through the worker).
     ``exec_next``: the caller executes another program next (an artifact's recipe), which keeps
-    the right to read any file as an ambient capability; every layer survives the exec."""
+    the right to read any file as an ambient capability; every layer survives the exec.
+    ``limits``: `polar_bench.lockdown.limits.TreeLimits.child_config` of the worker's limits."""
     layers: dict[str, str] = {}
     if not sys.platform.startswith("linux"):
         return {"platform": f"{sys.platform}: no kernel layers (only the separate process)"}
-    libc = _libc()
+    limits = limits or {}
     root = os.geteuid() == 0
+    uid = AGENT_UID if root else os.getuid()
+
+    if limits.get("cgroup_procs"):
+        kernel.join_cgroup(limits["cgroup_procs"])  # first: everything from here on is in it
+    layers["oom_score_adj"] = ("1000 (the kernel's first choice when memory runs out)" if kernel.oom_first()
+                               else "unchanged (/proc/self/oom_score_adj refused)")
+
+    disk = limits.get("disk_bytes")
+    tmpfs = ""
+    if disk and not root:
+        tmpfs = "needs root"
+    elif disk:
+        errno = kernel.unshare(kernel.CLONE_NEWNS)
+        tmpfs = f"unshare errno {errno}" if errno else kernel.private_tmpfs(
+            workdir, disk, int(limits.get("disk_inodes") or 0) or disk >> 14, AGENT_UID, AGENT_UID)
+    if disk and not tmpfs:
+        layers["disk_limit"] = (f"tmpfs of {gib(disk >> 20)} and {limits.get('disk_inodes')} files over the "
+                                f"private folder, in a mount namespace of its own")
 
     userns = False
     if network:
         layers["network_namespace"] = "off (an LLM endpoint was named: the host network is reachable)"
     else:
-        flags = _CLONE_NEWNET | _CLONE_NEWIPC | _CLONE_NEWUTS | (0 if root else _CLONE_NEWUSER)
-        if libc.unshare(flags) == 0:
+        flags = kernel.CLONE_NEWNET | kernel.CLONE_NEWIPC | kernel.CLONE_NEWUTS | (0 if root else kernel.CLONE_NEWUSER)
+        errno = kernel.unshare(flags)
+        if errno == 0:
             userns = not root
             layers["network_namespace"] = "on (no network)" + ("" if root else ", in a user namespace")
             if forward_port and forward_fd is not None:
@@ -288,29 +274,31 @@ def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, networ
                                                f"worker: the LLM proxy or the named LLM endpoint)"
                                                + ("" if root else ", in a user namespace"))
         else:
-            layers["network_namespace"] = f"unavailable (unshare errno {ctypes.get_errno()})"
+            layers["network_namespace"] = f"unavailable (unshare errno {errno})"
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     if memory_mb:
         limit = int(memory_mb) << 20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    uid = AGENT_UID if root else os.getuid()
+    if disk and tmpfs:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
+        layers["disk_limit"] = (f"no file over {gib(disk >> 20)}; the worker adds up the private folder "
+                                f"(no tmpfs: {tmpfs})")
     nproc = _processes_of(uid) + int(max_processes)
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     layers["rlimits"] = (f"on (address space {memory_mb} MiB, " if memory_mb else "on (address space unlimited, ") \
         + f"{max_processes} more processes or threads of uid {uid}, no core files)"
 
     if root:
-        _drop_to(AGENT_UID)
+        kernel.drop_root(AGENT_UID, keep=kernel.CAP_DAC_READ_SEARCH)
         if exec_next:
-            _keep_reading_across_exec()
+            kernel.keep_reading_across_exec()
         layers["privileges"] = f"dropped to uid {AGENT_UID}, only CAP_DAC_READ_SEARCH (reads any file)"
     else:
         if userns:
-            _capset(0)
+            kernel.capset(0)
         layers["privileges"] = f"unprivileged uid {os.getuid()}, no capabilities"
-    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    kernel.no_new_privs()
     layers["landlock"] = _landlock(workdir)
     layers["seccomp"] = _seccomp()
     return layers

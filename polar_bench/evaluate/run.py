@@ -23,7 +23,7 @@ from ..clock import utc_now
 from ..errors import AgentLoadError, UserError
 from ..harness import check_options
 from ..results import write_results
-from .agents import DEFAULT_AGENT_MEMORY_MB, MAX_AGENT_PROCESSES, MAX_AGENT_THREADS, probe_agent
+from .agents import DEFAULT_AGENT_DISK_MB, DEFAULT_AGENT_MEMORY_MB, MAX_AGENT_PROCESSES, MAX_AGENT_THREADS, probe_agent
 from .config import EvalConfig, RunOutcome, check_pins, journal_path
 from .dispatch import ProcessTransport, RayTransport, dispatch, load_harness_plugins
 from .journal import Journal, Progress
@@ -151,7 +151,8 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     # Import the agent file the way the workers will (isolated: never in this process), so that a broken
     # file fails fast, in one line, and AGENT_INFO is read as plain data.
     memory = cfg.agent_memory_mb or DEFAULT_AGENT_MEMORY_MB
-    info, probe_layers = probe_agent(agent_path, in_process=cfg.in_process, memory_mb=memory,
+    disk = cfg.agent_disk_mb or DEFAULT_AGENT_DISK_MB
+    info, probe_layers = probe_agent(agent_path, in_process=cfg.in_process, memory_mb=memory, disk_mb=disk,
                                      network=cfg.agent_network, threads=cfg.agent_threads)
     agent_sha = agent_file_hash(agent_path)
     units = cfg.units()
@@ -213,6 +214,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
         "layers": layers_seen[0] if len(layers_seen) == 1 else (layers_seen or [probe_layers])[0],
         "submittable": not cfg.in_process,
         "agent_memory_mb": None if cfg.in_process else memory,
+        "agent_disk_mb": None if cfg.in_process else disk,
         "agent_network": bool(cfg.agent_network),
         "agent_threads": None if cfg.in_process else cfg.agent_threads,
         "agent_processes": None if cfg.in_process else cfg.agent_processes,

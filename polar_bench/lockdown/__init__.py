@@ -4,7 +4,11 @@ Its modules import only the standard library (and numpy for `wire`), because the
 them by file path in an interpreter started with ``python -I -S``, before it locks itself down:
 
 - `wire`: the plain-data encoding of everything that crosses a pipe from an untrusted process;
-- `seccomp`: installing a seccomp BPF program.
+- `seccomp`: installing a seccomp BPF program;
+- `kernel`: the calls a process makes to lock itself down (namespaces, capabilities, privileges,
+  no_new_privs, joining a memory cgroup, ``oom_score_adj``, a size-limited tmpfs);
+- `limits`: the trusted parent's side of the memory and disk limits (`TreeLimits`: the cgroup or the
+  watchdog, and the reason when a limit ended the tree). Only the parent imports it.
 
 docs/evaluate.md ("Isolation: what is guaranteed") and docs/sandbox.md say what each layer does.
 """

@@ -33,6 +33,7 @@ from typing import Any
 from polar_bench.errors import PolarBenchError, describe_value
 
 from ..lockdown import module_file, wire
+from ..lockdown.limits import TreeLimits
 
 __all__ = ["SandboxedPolicy", "SandboxViolation", "SandboxError", "DEFAULT_ALLOWED_IMPORTS", "kill_process_group"]
 
@@ -173,6 +174,7 @@ class SandboxedPolicy:
         self._req = self._resp = self._out = -1
         self._rbuf = bytearray()
         self._poller: Any = None
+        self._limits: TreeLimits | None = None
         self._output = bytearray()
         self._output_dropped = 0
         self._dead: SandboxViolation | None = None
@@ -235,11 +237,16 @@ class SandboxedPolicy:
         cfg = {
             "req_fd": req_r, "resp_fd": resp_w, "workdir": self._workdir,
             "paths": _module_paths(), "preload": sorted(self.allowed_imports),
-            "toolkit": {name: module_file(name) for name in ("wire", "seccomp")},
+            "toolkit": {name: module_file(name) for name in ("wire", "seccomp", "kernel")},
             "allowed": sorted(self.allowed_imports), "guards": self.python_guards,
             "cpu_seconds": self.cpu_seconds, "memory_mb": self.memory_mb,
             "max_output": self.max_output_bytes, "disable": list(self._disable),
         }
+        # the memory the program adds, counted by the kernel (a memory cgroup) where it can: the same
+        # limits code as the agent process of `evaluate`
+        self._limits = TreeLimits(None if "memory_limit" in self._disable else self.memory_mb, None,
+                                  who="sandboxed program")
+        cfg["limits"] = self._limits.child_config()
         env = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                "LC_ALL": "C.UTF-8"}
         try:
@@ -247,10 +254,13 @@ class SandboxedPolicy:
                 [sys.executable, "-I", "-S", "-B", _CHILD, json.dumps(cfg)],
                 stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=self._workdir,
                 pass_fds=(req_r, resp_w), close_fds=True, start_new_session=True)
+            self._limits.watch(self._proc.pid)
         except OSError as exc:
             for fd in (req_r, req_w, resp_r, resp_w, out_r, out_w):
                 os.close(fd)
             self._cleanup_workdir()
+            self._limits.close()
+            self._limits = None
             raise SandboxError(f"could not start the sandbox interpreter: {exc}") from exc
         for fd in (req_r, resp_w, out_w):
             os.close(fd)
@@ -266,7 +276,7 @@ class SandboxedPolicy:
         kind, hello = self._receive(deadline, "start")
         if kind != b"H" or not isinstance(hello, dict):
             self._fail("protocol", "the sandbox did not start", fatal=True)
-        self.layers = {str(k): str(v) for k, v in hello.items()}
+        self.layers = {"memory_limit": self._limits.memory_layer(), **{str(k): str(v) for k, v in hello.items()}}
         self._send(b"L", self.source, deadline, "start")
         kind, value = self._receive(deadline, "start")
         self._check_reply(kind, value, loading=True)  # a failure to load is fatal
@@ -476,6 +486,9 @@ class SandboxedPolicy:
             else:
                 time.sleep(0.005)
         rc = int(proc.returncode or 0)
+        over = self._limits.check() if self._limits is not None else None
+        if over is not None:
+            self._fail("memory", over, fatal=True)  # "sandboxed program memory limit of 512 MiB exceeded"
         if rc < 0:
             sig = -rc
             # RLIMIT_CPU sends SIGXCPU at the soft limit and SIGKILL one second later (the hard one).
@@ -493,6 +506,9 @@ class SandboxedPolicy:
         proc, self._proc = self._proc, None
         if proc is not None:
             kill_process_group(proc)
+        if self._limits is not None:
+            self._limits.close()
+            self._limits = None
         self._drain_output()
         for attr in ("_req", "_resp", "_out"):
             fd = getattr(self, attr)

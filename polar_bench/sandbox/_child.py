@@ -6,7 +6,9 @@ and two pipe ends for the protocol. Before the first byte of untrusted code is e
 
 1. moves the protocol pipes to fds 3 (requests) and 4 (replies) and closes every other fd;
 2. imports the allowed modules (numpy, math, ...) so that nothing needs the file system later;
-3. enters new network, IPC and UTS namespaces (a new user namespace too when not root), so there
+3. joins the memory cgroup the parent made (its limit: what the program adds) and makes itself the
+   OOM killer's first choice (``polar_bench.lockdown.kernel``, as the agent process of evaluate);
+   enters new network, IPC and UTS namespaces (a new user namespace too when not root), so there
    is no network interface but a loopback that is down;
 4. chroots into the empty temporary directory the parent made (read-only to the program);
 5. sets resource limits: CPU seconds, address space, open files (exactly the 5 already open, so no
@@ -201,19 +203,23 @@ def _lock_down(cfg: dict) -> dict:
     with open("/proc/self/statm") as f:  # before the chroot hides /proc
         vm_bytes = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
-    CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS = 0x10000000, 0x40000000, 0x08000000, 0x04000000
+    kernel = sys.modules["polar_bench_lockdown_kernel"]
+    limits = cfg.get("limits") or {}
+    if limits.get("cgroup_procs"):
+        kernel.join_cgroup(limits["cgroup_procs"])  # the parent's memory cgroup: the limit of what it adds
+    layers["oom_score_adj"] = "1000" if kernel.oom_first() else "unchanged"
+
     userns = False
     if "netns" in disabled:
         layers["network_namespace"] = "disabled"
     else:
-        flags = CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS
-        if not root:
-            flags |= CLONE_NEWUSER
-        if libc.unshare(flags) == 0:
+        flags = kernel.CLONE_NEWNET | kernel.CLONE_NEWIPC | kernel.CLONE_NEWUTS | (0 if root else kernel.CLONE_NEWUSER)
+        errno = kernel.unshare(flags)
+        if errno == 0:
             layers["network_namespace"] = "on" + ("" if root else " (in a user namespace)")
             userns = not root
         else:
-            layers["network_namespace"] = f"unavailable (errno {ctypes.get_errno()})"
+            layers["network_namespace"] = f"unavailable (errno {errno})"
 
     workdir = cfg["workdir"]
     if "chroot" in disabled:
@@ -254,29 +260,13 @@ def _lock_down(cfg: dict) -> dict:
         layers["privileges"] = "disabled"
     elif root:
         uid = int(cfg.get("uid", 65534))
-        PR_CAPBSET_DROP = 24
-        for cap in range(64):  # also empty the bounding set (stops at the first unknown cap)
-            if libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0:
-                break
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)  # all uids non-zero: the kernel clears every capability
+        kernel.drop_root(uid)  # no capability kept: the limits above cannot be raised again
         layers["privileges"] = f"dropped to uid {uid}"
     else:
         if userns:  # we hold every capability inside the new user namespace: clear them
-            class Header(ctypes.Structure):
-                _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-            class Data(ctypes.Structure):
-                _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                            ("inheritable", ctypes.c_uint32)]
-            hdr, data = Header(0x20080522, 0), (Data * 2)()
-            if libc.capset(ctypes.byref(hdr), data) != 0:
-                raise OSError(ctypes.get_errno(), "capset failed")
+            kernel.capset(0)
         layers["privileges"] = f"unprivileged uid {os.getuid()}, no capabilities"
-    PR_SET_NO_NEW_PRIVS = 38
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS) failed")
+    kernel.no_new_privs()
 
     layers["seccomp"] = "disabled" if "seccomp" in disabled else _install_seccomp(libc, ctypes)
     return layers
