@@ -137,8 +137,10 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     mismatches = check_pins(cfg.suite, cfg.tasks)
     if mismatches and not cfg.allow_version_mismatch:
         listing = ", ".join(f"{k} {v['installed']} (suite pins {v['pinned']})" for k, v in mismatches.items())
-        raise UserError(f"installed versions differ from suite {cfg.suite.name}'s pins: {listing}; install "
-                        f"the pinned versions, or pass --allow-version-mismatch (results marked not comparable)")
+        fix = " ".join(f'"{k}=={v["pinned"]}"' for k, v in mismatches.items())
+        raise UserError(f"installed versions differ from suite {cfg.suite.name}'s pins: {listing}; to fix: pip "
+                        f"install {fix}, or pass --allow-version-mismatch (results marked not comparable, "
+                        f"not submittable)")
     for plugin in cfg.harness_plugins:
         if not Path(plugin).is_file():
             raise UserError(f"harness plugin {plugin!r} not found; pass the path of a Python file that registers "
