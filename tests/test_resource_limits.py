@@ -251,3 +251,19 @@ def test_the_watchdog_adds_up_the_folder_where_there_is_no_tmpfs(tmp_path):
     finally:
         limits.close()
         _reap(pid)
+
+
+def test_what_the_agent_prints_is_capped(tmp_path, capfd, honest):
+    """An agent that prints 1 MiB a step (60-odd MiB in all) cannot fill the disk that the evaluation's
+    stderr is redirected to: each agent process's output stops at 1 MiB, with one line saying so."""
+    path = Path(_agent(tmp_path, "loud", "pass"))
+    path.write_text(path.read_text().replace("    def act(self, obs, info):\n",
+                                             "    def act(self, obs, info):\n        os.write(2, b'x' * (1 << 20))\n"))
+    code = main(["evaluate", str(path), "--suite", TINY, "--out", str(tmp_path / "r.json"), "--workers", "1",
+                 "--no-progress", "--tasks", "gym/CartPole-v1"])
+    _, err = capfd.readouterr()
+    assert code == 0
+    assert err.count("the rest of its output is dropped") == 1
+    assert (1 << 20) <= len(err) < (1 << 20) + 4096  # one agent process played (the probe printed nothing)
+    episodes = read_results(tmp_path / "r.json").episodes
+    assert {(e["run"], e["seed"]): (e["return"], e["length"], e["digest"]) for e in episodes} == honest

@@ -50,6 +50,9 @@ __all__ = ["AgentGone", "Slot", "IsolatedAgents", "InProcessAgents", "probe_agen
 
 DEFAULT_AGENT_MEMORY_MB = 8192
 DEFAULT_AGENT_DISK_MB = DEFAULT_DISK_MB
+# what an agent process (and what it starts) may print to the evaluation's stderr; the rest is dropped,
+# so that an agent cannot fill the disk that a redirected stderr (a log file) is written to
+AGENT_OUTPUT_BYTES = 1 << 20
 DEFAULT_AGENT_PROCESSES = 256
 # The numeric libraries' thread count in the agent process. It changes the order of floating-point
 # sums (a torch CNN's sampled actions differ between one and two threads), so it is fixed and
@@ -340,6 +343,33 @@ AGENT_MAIN = "from polar_bench.evaluate.agent_process import main; main()"
 PIPE_BYTES = 1 << 20
 
 
+def _forward_output(fd: int, budget: int = AGENT_OUTPUT_BYTES) -> None:
+    """Copy what the agent process prints (read from the pipe ``fd``) to this process's stderr, up to
+    ``budget`` bytes; drop the rest with one line saying so. Ends when every writer has closed the pipe."""
+    dropped = False
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return
+            if budget > 0:
+                part = chunk[:budget]
+                budget -= len(part)
+                try:
+                    os.write(2, part)
+                except OSError:
+                    budget = 0
+            elif not dropped:
+                dropped = True
+                try:
+                    os.write(2, f"\n[polar_bench: the agent process printed over {AGENT_OUTPUT_BYTES >> 20} MiB; "
+                                f"the rest of its output is dropped]\n".encode())
+                except OSError:
+                    pass
+    finally:
+        os.close(fd)
+
+
 def _widen(fd: int) -> None:
     """Give the request pipe up to 1 MiB of buffer (Linux's default 64 KiB holds five Procgen frames:
     a request for 8 lanes of Procgen would be written in pieces, each waiting for the agent process
@@ -422,13 +452,20 @@ class IsolatedAgents:
         # agent process, so an agent that iterates over one plays the same on every run and machine
         env = dict(os.environ, HOME=self._workdir, TMPDIR=self._workdir, PYTHONDONTWRITEBYTECODE="1",
                    PYTHONHASHSEED="0", **agent_thread_env(self.threads))
+        out_r, out_w = os.pipe()
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-B", "-c", AGENT_MAIN, json.dumps(cfg)],
-                stdin=subprocess.DEVNULL, env=env, cwd=self._workdir, pass_fds=tuple(passed),
-                close_fds=True, start_new_session=True)
+                stdin=subprocess.DEVNULL, stdout=out_w, stderr=out_w, env=env, cwd=self._workdir,
+                pass_fds=tuple(passed), close_fds=True, start_new_session=True)
             self._limits.watch(self._proc.pid)
+        except BaseException:
+            os.close(out_r)
+            raise
+        else:
+            threading.Thread(target=_forward_output, args=(out_r,), name="agent-output", daemon=True).start()
         finally:
+            os.close(out_w)
             os.close(req_r)
             os.close(resp_w)
             if child_channel is not None:
