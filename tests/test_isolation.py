@@ -362,7 +362,7 @@ def test_requests_carry_plain_data_and_numeric_arrays_only():
     import numpy as np
 
     from polar_bench.evaluate.agent_process import loads_request
-    from polar_bench.evaluate.agents import _NotPlain, _plain, dumps_request
+    from polar_bench.evaluate.plain import NotPlain, dumps_request, plain_copy
 
     value = [7, {"observations": [{"glyphs": np.arange(12, dtype=np.int16).reshape(3, 4),
                                    "strided": np.arange(10.0)[::3], "flag": np.bool_(True)}],
@@ -377,11 +377,11 @@ def test_requests_carry_plain_data_and_numeric_arrays_only():
         RED = 1
 
     for bad in (np.array([object()]), print, {"k": object()}, Color.RED, np.zeros(2, dtype=[("a", "i4")])):
-        with pytest.raises(_NotPlain):
+        with pytest.raises(NotPlain):
             dumps_request(bad)
     # what the worker sends instead: the value as the wire format carries it, else its repr
-    assert _plain({"c": Color.RED, "o": Path("/x")}) == {"c": 1, "o": repr(Path("/x"))}
-    assert type(_plain(Color.RED)) is int
+    assert plain_copy({"c": Color.RED, "o": Path("/x")}) == {"c": 1, "o": repr(Path("/x"))}
+    assert type(plain_copy(Color.RED)) is int
     # the agent process's unpickler rebuilds numpy values and nothing else
     for hostile in (pickle.dumps(os.system), pickle.dumps(Path("/etc")), pickle.dumps(np.random.default_rng(0))):
         with pytest.raises(pickle.UnpicklingError, match="may not hold"):

@@ -30,7 +30,16 @@ import numpy as np
 from ..errors import AgentLoadError, HarnessError, InvalidActionError
 from ..llm.proxy import EpisodeCalls, LLMBudget, LLMProxy
 from ..task_info import TaskInfo
-from .agents import DEFAULT_AGENT_THREADS, AgentGone, AgentPool, InProcessAgents, IsolatedAgents, Slot, small_json
+from .agents import (
+    DEFAULT_AGENT_THREADS,
+    AgentBackend,
+    AgentGone,
+    AgentPool,
+    InProcessAgents,
+    IsolatedAgents,
+    Slot,
+    small_json,
+)
 
 __all__ = ["TrajectoryDigest", "EpisodeRunner", "run_episode"]
 
@@ -169,11 +178,11 @@ class EpisodeRunner:
                  agent_memory_mb: int | None = None, agent_disk_mb: int | None = None, network: bool = False,
                  llm_endpoint: tuple[str, int] | None = None, pipeline: bool = True,
                  llm_proxy: dict | None = None, agent_threads: int = DEFAULT_AGENT_THREADS,
-                 agent_processes: int = 1):
+                 agent_processes: int = 1, agents: AgentBackend | None = None):
         """``llm_proxy``: ``{"upstream": URL, "budget": {...} | None, "trajectories": DIR | None}`` puts
         an `LLMProxy` in front of the agents (see `polar_bench.llm.proxy`). ``agent_processes``: agent
         processes of this worker (an `AgentPool` when over 1; lane ``i`` is served by process
-        ``i % agent_processes``)."""
+        ``i % agent_processes``). ``agents``: a backend of one's own instead (`run_episode`)."""
         self.options = options
         self.proxy: LLMProxy | None = None
         self.trajectories: str | None = None
@@ -184,8 +193,10 @@ class EpisodeRunner:
         self.step_timeout = step_timeout
         self.episode_timeout = episode_timeout
         self.lanes = [_Lane() for _ in range(max(1, lanes))]
-        self.agents: InProcessAgents | IsolatedAgents | AgentPool
-        if in_process:
+        self.agents: AgentBackend
+        if agents is not None:
+            self.agents = agents
+        elif in_process:
             self.agents = InProcessAgents(agent_path, self.proxy)
         else:
             kwargs: dict[str, Any] = {"network": network, "proxy": self.proxy, "threads": agent_threads,
@@ -358,12 +369,12 @@ class EpisodeRunner:
         waiting for the other), when ``pipeline`` says a core is free for that. With an `AgentPool`, each
         agent process has a group of its own (its lanes), all requests in flight at once. Each lane sees
         the same observations and actions as when played alone."""
-        pool = self.agents.members if isinstance(self.agents, AgentPool) else None
-        if pool is not None:  # a group per agent process, each lane in its process's group
+        pool = self.agents.members > 1
+        if pool:  # a group per agent process, each lane in its process's group
             pipelined = True
-            groups = [[i for i in active if self.lanes[i].member == g] for g in range(len(pool))]
+            groups = [[i for i in active if self.lanes[i].member == g] for g in range(self.agents.members)]
         else:  # two groups wherever two lanes may play at once (refilled lanes join the smaller group)
-            pipelined = self.pipeline and isinstance(self.agents, IsolatedAgents) and \
+            pipelined = self.pipeline and self.agents.can_pipeline and \
                 (len(active) >= 2 or (todo is not None and len(self.lanes) >= 2))
             groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
         # group -> (seq or None, sent at, limit, episode time left, request, the lanes asked for)
@@ -390,7 +401,7 @@ class EpisodeRunner:
             request = ([slots[i] for i in group], [self.lanes[i].obs for i in group],
                        [{**self.lanes[i].info, "episode_seed": self.lanes[i].seed} if slots[i].batch
                         else self.lanes[i].info for i in group])
-            seq = self.agents.act_send(*request, limit) if pipelined else None  # type: ignore[union-attr]
+            seq = self.agents.act_send(*request, limit) if pipelined else None
             inflight[g] = (seq, time.perf_counter(), limit, left, request, list(group))
 
         def everyone() -> list[int]:
@@ -415,7 +426,7 @@ class EpisodeRunner:
                     continue
                 seq, sent, limit, left, request, asked = inflight.pop(g)
                 # one agent process answers in order; each process of a pool has this request only
-                started = sent if pool is not None else max(sent, last_answer)
+                started = sent if pool else max(sent, last_answer)
                 try:
                     if seq is None:
                         r_slots, r_obs, r_infos = request
@@ -423,8 +434,7 @@ class EpisodeRunner:
                     else:
                         deadline = time.monotonic() + (limit if limit is not None else 1e9) \
                             - (time.perf_counter() - started)
-                        actions, errors = self.agents.act_receive(seq, len(request[0]),  # type: ignore[union-attr]
-                                                                  deadline)
+                        actions, errors = self.agents.act_receive(seq, len(request[0]), deadline)
                 except AgentGone as gone:
                     return gone_now(gone, limit, left)
                 last_answer = time.perf_counter()
@@ -440,7 +450,7 @@ class EpisodeRunner:
                         if died is not None:
                             return self._gone(done, everyone() + new, died)
                         for i in new:
-                            if pool is not None:
+                            if pool:
                                 groups[self.lanes[i].member].append(i)
                                 continue
                             sizes = [(len(group), h != g, h) for h, group in enumerate(groups)]
@@ -585,18 +595,15 @@ def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_t
     """Play one episode of an agent object on a harness in this process (no isolation): the loop of
     ``evaluate --in-process``, for notebooks, tests and benchmarks. Never raises for agent or
     environment failures (they become the status)."""
-    runner = EpisodeRunner("<object>", {}, step_timeout, episode_timeout, 1, in_process=True)
-    agents = runner.agents
-    assert isinstance(agents, InProcessAgents)
-    lane = runner.lanes[0]
-    lane.harness, lane.harness_task = harness, harness.task_info.id
-
     class _Given:  # make() hands out the given object instead of importing a file
         @staticmethod
         def make_agent(task, run):
             return agent
 
-    agents.module = _Given  # duck-typed module with make_agent
+    runner = EpisodeRunner("<object>", {}, step_timeout, episode_timeout, 1,
+                           agents=InProcessAgents("<object>", module=_Given))
+    lane = runner.lanes[0]
+    lane.harness, lane.harness_task = harness, harness.task_info.id
     try:
         rec = runner.run_batch([(harness.task_info.id, 0, 0, seed)])[0]
     finally:

@@ -34,6 +34,7 @@ from polar_bench.errors import PolarBenchError, describe_value
 
 from ..lockdown import module_file, wire
 from ..lockdown.limits import TreeLimits
+from ..lockdown.process import close_quietly, end_tree, kill_process_group
 
 __all__ = ["SandboxedPolicy", "SandboxViolation", "SandboxError", "DEFAULT_ALLOWED_IMPORTS", "kill_process_group"]
 
@@ -89,28 +90,6 @@ def _module_paths() -> list[str]:
     """The directory the child needs on sys.path: numpy's (the toolkit's modules it loads by file)."""
     import numpy
     return [os.path.dirname(os.path.dirname(os.path.abspath(numpy.__file__)))]
-
-
-def kill_process_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the process group that ``proc`` leads (started with ``start_new_session=True``) and
-    reap ``proc``; nothing in the group can catch it. Safe on a process that already ended; the group
-    is killed even then, since what the process started may outlive it. The id names no one else:
-    the kernel gives no new process a group's id while the group has members, and once it has none,
-    process ids come back only after the whole id space went round (callers kill right after
-    reaping the leader)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if proc.returncode is None:
-        try:
-            proc.kill()
-        except OSError:
-            pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail
-        pass
 
 
 def _signal_name(sig: int) -> str:
@@ -503,21 +482,10 @@ class SandboxedPolicy:
         self._fail("exit", f"the program ended its process (exit code {rc})", fatal=True)
 
     def _kill(self) -> None:
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            kill_process_group(proc)
-        if self._limits is not None:
-            self._limits.close()
-            self._limits = None
+        end_tree(self._proc, self._limits)
+        self._proc, self._limits = None, None
         self._drain_output()
-        for attr in ("_req", "_resp", "_out"):
-            fd = getattr(self, attr)
-            if fd >= 0:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-                setattr(self, attr, -1)
+        self._req, self._resp, self._out = close_quietly(self._req, self._resp, self._out)
         self._rbuf.clear()
         self._poller = None
         self._cleanup_workdir()
