@@ -143,7 +143,7 @@ def naive_replicates(x, metric, reps, seed, task_bootstrap=False):
 
 @pytest.mark.parametrize("task_bootstrap", [False, True])
 def test_vectorized_equals_naive_loop(monkeypatch, task_bootstrap):
-    monkeypatch.setattr(scoring, "CHUNK_ELEMENTS", 500)  # many chunks: 500 // 42 = 11 replicates each
+    monkeypatch.setattr(scoring.bootstrap, "CHUNK_ELEMENTS", 500)  # many chunks: 500 // 42 = 11 replicates each
     x = matrix(3, runs=7, tasks=6)
     est = scoring.interval_estimates({"x": x}, list(POINT), reps=300, seed=5, keep_replicates=True,
                                      task_bootstrap=task_bootstrap)
@@ -156,7 +156,7 @@ def test_vectorized_equals_naive_loop(monkeypatch, task_bootstrap):
 
 
 def test_resampling_is_stratified(monkeypatch):
-    monkeypatch.setattr(scoring, "CHUNK_ELEMENTS", 1000)
+    monkeypatch.setattr(scoring.bootstrap, "CHUNK_ELEMENTS", 1000)
     x = np.arange(40.0).reshape(8, 5)  # column t holds values ≡ t (mod 5)
     chunks = list(scoring.stratified_bootstrap(x, 200, seed=1))
     assert sum(len(c) for c in chunks) == 200 and all(c[0].size * len(c) <= 1000 for c in chunks)
@@ -175,7 +175,7 @@ def test_probability_of_improvement_vectorized_equals_naive():
     y[:, 0] = x[:4, 0]  # ties
     est = scoring.interval_estimates({"p": (x, y)}, "probability_of_improvement", reps=400, seed=2,
                                      keep_replicates=True)
-    rng_x, rng_y = scoring._generators(2, 2)  # one chunk: the draws of each side, in order
+    rng_x, rng_y = scoring.bootstrap.generators(2, 2)  # one chunk: the draws of each side, in order
     ix = rng_x.integers(0, 6, size=(400, 6, 5))
     iy = rng_y.integers(0, 4, size=(400, 4, 5))
     cols = np.arange(5)
@@ -183,7 +183,7 @@ def test_probability_of_improvement_vectorized_equals_naive():
     np.testing.assert_allclose(est.replicates["p"], naive, rtol=0, atol=1e-15)
     assert est.points["p"] == scoring.probability_of_improvement(x, y)
     # the comparison path used for episode resampling agrees with the run-count path
-    blocks = scoring._poi_batch_values(x[ix, cols], y[iy, cols])
+    blocks = scoring.estimates._poi_batch_values(x[ix, cols], y[iy, cols])
     np.testing.assert_allclose(blocks, naive, rtol=0, atol=1e-15)
 
 
@@ -207,7 +207,7 @@ def test_domains_are_weighted_equally():
     est = scoring.interval_estimates({"all": {"big": big, "small": small}}, "mean", reps=300, seed=9,
                                      keep_replicates=True)
     assert est.points["all"] == pytest.approx((scoring.mean(big) + scoring.mean(small)) / 2)
-    g_big, g_small = scoring._generators(9, 2)
+    g_big, g_small = scoring.bootstrap.generators(9, 2)
     naive = []
     for rng, m in ((g_big, big), (g_small, small)):
         runs = rng.integers(0, 5, size=(300, 5, m.shape[1]))
@@ -235,8 +235,8 @@ def test_performance_profile():
 def test_run_counts_are_the_draws_counted(runs):
     # the packed four-bit counts (up to 15 runs) and bincount (more) both equal a direct count of the draws
     draws = np.random.default_rng(runs).integers(0, runs, size=(37, runs, 4))
-    by_task = scoring._count_draws(draws, runs, 4)  # (tasks, runs, n)
-    by_replicate = scoring._count_draws(draws, runs, 4, layout="ntr")  # (n, tasks, runs)
+    by_task = scoring.bootstrap.count_draws(draws, runs, 4)  # (tasks, runs, n)
+    by_replicate = scoring.bootstrap.count_draws(draws, runs, 4, layout="ntr")  # (n, tasks, runs)
     direct = np.stack([(draws == r).sum(axis=1) for r in range(runs)], axis=-1)  # (n, tasks, runs)
     np.testing.assert_array_equal(by_replicate, direct)
     np.testing.assert_array_equal(by_task, direct.transpose(1, 2, 0))
@@ -246,7 +246,7 @@ def test_run_counts_are_the_draws_counted(runs):
 def test_median_of_rows_is_numpys_to_the_bit(tasks):
     a = np.random.default_rng(tasks).normal(size=(200, tasks))
     a[:, 0] = np.round(a[:, 0], 1)  # ties too
-    assert np.array_equal(scoring._median_rows(a), np.median(a, axis=1))
+    assert np.array_equal(scoring.metrics._median_rows(a), np.median(a, axis=1))
 
 
 # ------------------------------------------------------------------------------------ coverage
