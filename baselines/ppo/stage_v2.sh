@@ -9,7 +9,8 @@
 # runs/ppo-v2-portable; runs already there are skipped; a task's runs finish together). For each task,
 # in order, once its 5 runs exist: `rebuild --adopt` takes them into portable/checkpoints/ (an already
 # pinned run must come back with its manifest's SHA-256, or the script stops), then PPO (agent_v2.py)
-# and LLM+PPO (agent.py) play the task on suite v2 into their journals, which are committed:
+# and LLM+PPO (agent.py) play the task on suite v2 into their journals (LLM+PPO plays NetHack once all
+# seven NetHack tasks are adopted: its planner drives all their skills), which are committed:
 #     baselines/ppo/results/v2-journal/ppo-v2.episodes.jsonl
 #     baselines/llm_ppo/results/v2-journal/llm_ppo-v2.episodes.jsonl
 # The final evaluation is the usual command with the same --out (a journal of fewer tasks is extended,
@@ -72,7 +73,16 @@ for task in $STAGED; do
     for pair in "baselines/ppo/agent_v2.py $PPO_JOURNAL" "baselines/llm_ppo/agent.py $LLM_JOURNAL"; do
         set -- $pair
         tasks=$(journal_tasks "$2.episodes.jsonl")
-        case " $tasks " in *" $task "*) ;; *) tasks="$tasks $task" ;; esac
+        new="$task"
+        if [ "$1" = baselines/llm_ppo/agent.py ] && [ "${task%%/*}" = nethack ]; then
+            # LLM+PPO's NetHack planner drives the PPO skills of all seven NetHack tasks: it plays them
+            # once all 35 runs are adopted, then every NetHack task staged so far at once
+            [ "$(ls baselines/ppo/portable/checkpoints/nethack/*/run{0,1,2,3,4}.pt 2>/dev/null | wc -l)" = 35 ] || continue
+            new=$(for t in $STAGED; do case "$t" in nethack/*) echo "$t" ;; esac; done)
+        fi
+        for t in $new; do
+            case " $tasks " in *" $t "*) ;; *) tasks="$tasks $t" ;; esac
+        done
         echo "$(date -u +%FT%TZ) $1 on$tasks"
         # shellcheck disable=SC2086  # one argument per task
         python -m polar_bench evaluate "$1" --suite v2 --tasks $tasks --workers 1 --no-progress --out "$2.json"
