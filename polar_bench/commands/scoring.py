@@ -3,18 +3,26 @@ files (see docs/scoring.md for the definitions, the domain weighting and the inc
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-from .. import analysis, report, scoring
+from .. import analysis, report, reporting, scoring
 from ..errors import ScoringError, UserError
 from ..published import TABLES, get_table
+from ..reporting import (
+    METRICS,
+    StatsOptions,
+    agent_json,
+    dumps,
+    error_lines,
+    header_lines,
+    llm_lines,
+    stats_json,
+    timing_lines,
+)
 
-METRICS = analysis.DEFAULT_METRICS
 PUBLISHED_DOMAIN = "atari100k"  # the domain of suite v2 that the published Atari 100k runs match
 
 
@@ -109,10 +117,14 @@ def _check_args(args) -> None:
         raise UserError(f"--seed must be a non-negative integer; got {args.seed}")
 
 
-def _aggregate(agent: analysis.AgentScores, args) -> list[analysis.ScopeEstimates]:
-    return analysis.aggregate(agent, METRICS, gamma=args.gamma, reps=args.reps, seed=args.seed,
-                              confidence=args.confidence, allow_incomplete=args.allow_incomplete,
-                              task_bootstrap=args.task_bootstrap, method=args.interval)
+def _options(args) -> StatsOptions:
+    """The statistics options of a parsed command line (after `_check_args`)."""
+    return StatsOptions(reps=args.reps, seed=args.seed, confidence=args.confidence, interval=args.interval,
+                        gamma=args.gamma, task_bootstrap=args.task_bootstrap, allow_incomplete=args.allow_incomplete,
+                        digits=args.digits, poi_reps=getattr(args, "poi_reps", None),
+                        profile_reps=getattr(args, "profile_reps", None),
+                        score_label=getattr(args, "score_label", "normalized score"),
+                        tau_max=getattr(args, "tau_max", None))
 
 
 def coverage_warning(runs: int, method: str) -> str | None:
@@ -129,138 +141,23 @@ def coverage_warning(runs: int, method: str) -> str | None:
             f"docs/scoring.md){hint}; {scoring.FEW_RUNS} or more runs make them reliable")
 
 
-def _progress(total: int, desc: str):
-    """A progress bar on stderr when it is a terminal; silent otherwise."""
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="step", leave=False, disable=not sys.stderr.isatty())
-
-
-def _scores_and_pairs(agents, args, desc: str):
-    # Published entries are compared with the results given, not with each other (that is the paper's table).
-    pairs_todo = [(x, y) for x, y in analysis.iter_pairs(agents) if x.path is not None or y.path is not None]
-    with _progress(len(agents) + len(pairs_todo), desc) as bar:
-        results = []
-        for a in agents:
-            results.append((a.label, _aggregate(a, args)))
-            bar.update()
-        pairs = []
-        for x, y in pairs_todo:
-            pairs.append((x.label, y.label, analysis.improvement(
-                x, y, reps=args.poi_reps, seed=args.seed, confidence=args.confidence,
-                allow_incomplete=args.allow_incomplete, method=args.interval)))
-            bar.update()
-    return results, pairs
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-safe: NaN and infinities become null."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    return obj
-
-
-def _dumps(obj: Any) -> str:
-    return json.dumps(_clean(obj), indent=1, ensure_ascii=False, allow_nan=False)
-
-
-def _header(a: analysis.AgentScores) -> list[str]:
-    suite = a.suite
-    episodes = sorted({t.episodes for t in a.tasks})
-    ep_text = "/".join(str(e) for e in episodes)
-    if str(suite.get("name")).startswith("published:"):
-        return [f"Agent {a.label}", f"Published per-run scores: {a.runs} runs × {len(a.tasks)} games"]
-    lines = [f"Agent {a.label}" + (f" ({a.path})" if a.path else ""),
-             f"Suite {suite.get('name')} {suite.get('version')} ({str(suite.get('hash'))[:19]}); "
-             f"{len(a.tasks)} tasks in {len(a.domains)} domain(s); {a.runs} run(s) × {ep_text} episodes"]
-    if a.evaluation_noise_only:
-        lines.append(f"{report.NOISE_MARK} one run: intervals resample episodes within each task and reflect "
-                     "evaluation noise only, not the variability between training runs")
-    if not a.comparable:
-        lines.append("warning: not comparable (installed package versions differed from the suite's pins)")
-    if not a.standard:
-        lines.append("warning: not a standard evaluation (episodes override, a subset of tasks, or fewer runs "
-                     "than the suite asks)")
-    return lines
-
-
-def _error_lines(a: analysis.AgentScores) -> list[str]:
-    if str(a.suite.get("name")).startswith("published:"):
-        return [f"Published: {a.runs} runs × {len(a.tasks)} games, one score per run and game"]
-    summary = analysis.error_summary(a)
-    counts = summary["counts"]
-    failed = sum(v for k, v in counts.items() if k != "ok")
-    total = sum(counts.values())
-    if not failed:
-        return [f"Episodes: all {total} ok"]
-    parts = ", ".join(f"{v} {k}" for k, v in counts.items() if k != "ok" and v)
-    lines = [f"Episodes: {failed} of {total} failed or missing ({parts}); incomplete domain(s): "
-             f"{', '.join(summary['incomplete_domains'])}"]
-    for task, c in summary["by_task"].items():
-        lines.append(f"  {task}: " + ", ".join(f"{v} {k}" for k, v in c.items()))
-    for m in summary["messages"]:
-        lines.append(f"  {m['count']}× {m['status']}: {m['message']}")
-    return lines
-
-
-def _llm_lines(a: analysis.AgentScores) -> list[str]:
-    if not a.llm:
-        return []
-    per = a.llm["per_episode"]
-    tot = a.llm["total"]
-    return [f"LLM usage per episode ({a.llm['episodes']} episodes): {per['calls']:.1f} calls, "
-            f"{per['prompt_tokens']:.0f} prompt tokens, {per['completion_tokens']:.0f} completion tokens, "
-            f"{per['seconds']:.2f} LLM seconds (total {tot['calls']:.0f} calls, "
-            f"{tot['prompt_tokens'] + tot['completion_tokens']:.0f} tokens, {tot['seconds']:.1f} s)"]
-
-
-def _timing_lines(a: analysis.AgentScores) -> list[str]:
-    wall, agent = a.timing["wall_seconds"]["per_episode"], a.timing["agent_seconds"]["per_episode"]
-    if wall is None:
-        return []
-    text = f"Time per episode: {wall:.3f} s wall"
-    if agent is not None:
-        text += f", {agent:.3f} s in the agent"
-    return [text]
-
-
-def _agent_json(a: analysis.AgentScores, scopes) -> dict:
-    return {"agent": a.label, "name": a.name, "path": a.path, "suite": a.suite, "runs": a.runs,
-            "training_steps": a.training_steps, "comparable": a.comparable, "standard": a.standard,
-            "evaluation_noise_only": a.evaluation_noise_only,
-            "aggregates": [s.to_json() for s in scopes]}
-
-
-def _stats_json(args) -> dict:
-    out = {"reps": args.reps, "seed": args.seed, "confidence": args.confidence, "gamma": args.gamma,
-           "task_bootstrap": args.task_bootstrap, "allow_incomplete": args.allow_incomplete,
-           "interval": f"{args.interval}, stratified bootstrap", "domain_weighting": "equal"}
-    if hasattr(args, "poi_reps"):
-        out["poi_reps"] = args.poi_reps
-    return out
-
-
 def score(args) -> int:
     _check_args(args)
     agent = analysis.agent_scores(args.results, domains=args.domains)
-    scopes = _aggregate(agent, args)
+    scopes = reporting.aggregate(agent, _options(args))
     warning = coverage_warning(agent.runs, args.interval)
     if warning:
         print(warning, file=sys.stderr)
     if args.json:
-        print(_dumps({**_agent_json(agent, scopes), "statistics": _stats_json(args),
+        print(dumps({**agent_json(agent, scopes), "statistics": stats_json(_options(args)),
                       "tasks": analysis.task_rows(agent), "errors": analysis.error_summary(agent),
                       "llm": agent.llm, "timing": agent.timing}))
         return 0
     table = report.score_table(agent.label, scopes, confidence=args.confidence, reps=args.reps,
                                digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
-    sections = ["\n".join(_header(agent)), table.to_text(), report.task_table([agent], args.digits).to_text(),
-                "\n".join(_error_lines(agent) + _retry_lines(agent, args.results) + _llm_lines(agent)
-                          + _timing_lines(agent))]
+    sections = ["\n".join(header_lines(agent)), table.to_text(), report.task_table([agent], args.digits).to_text(),
+                "\n".join(error_lines(agent) + _retry_lines(agent, args.results) + llm_lines(agent)
+                          + timing_lines(agent))]
     print("\n".join(s.rstrip("\n") + "\n" for s in sections), end="")
     return 0
 
@@ -313,22 +210,22 @@ def compare(args) -> int:
     warning = coverage_warning(min(a.runs for a in agents), args.interval)
     if warning:
         print(warning, file=sys.stderr)
-    results, pairs = _scores_and_pairs(agents, args, "compare")
+    results, pairs = reporting.scores_and_pairs(agents, _options(args), "compare")
     if args.json:
-        print(_dumps({"agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results, strict=True)],
+        print(dumps({"agents": [agent_json(a, s) for a, (_, s) in zip(agents, results, strict=True)],
                       "probability_of_improvement": [{"x": x, "y": y, "scopes": [s.to_json() for s in sc]}
                                                      for x, y, sc in pairs],
-                      "statistics": _stats_json(args), "notes": notes}))
+                      "statistics": stats_json(_options(args)), "notes": notes}))
         return 0
     lines = []
     for a in agents:
-        lines += _header(a)[:1]
+        lines += header_lines(a)[:1]
     lines += [f"note: {n}" for n in notes]
     side = report.side_by_side_table(results, METRICS, confidence=args.confidence, reps=args.reps,
                                      digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
     poi = report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps, digits=args.digits,
                                    method=args.interval)
-    failures = [f"{a.label}: " + _error_lines(a)[0] for a in agents]
+    failures = [f"{a.label}: " + error_lines(a)[0] for a in agents]
     gaps = _fresh_gaps(args.results, agents)
     print("\n".join(["\n".join(lines), "", side.to_text().rstrip("\n"), "", poi.to_text().rstrip("\n"), "",
                      *([gaps.to_text().rstrip("\n"), ""] if gaps else []), *failures]))
@@ -388,7 +285,7 @@ def report_command(args) -> int:
     agents_all, notes = _load_many(args.results, 1, "report", args.domains, args.published)
     if not args.out:
         agents = analysis.final_budget(agents_all)
-        results = [(a.label, _aggregate(a, args)) for a in agents]
+        results = [(a.label, reporting.aggregate(a, _options(args))) for a in agents]
         table = report.aggregates_table(results, METRICS, confidence=args.confidence, reps=args.reps,
                                         digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
         print(getattr(table, FORMATS[args.format])(), end="")
@@ -398,86 +295,8 @@ def report_command(args) -> int:
         raise UserError(f"--out {str(out)!r} exists and is not a folder")
     if not args.no_plots:
         report.require_matplotlib()  # fail before any work when matplotlib is missing
-    agents = analysis.final_budget(agents_all)
-    results, pairs = _scores_and_pairs(agents, args, "report: statistics")
-    curves = analysis.sample_efficiency(agents_all, "iqm", gamma=args.gamma, reps=args.reps, seed=args.seed,
-                                        confidence=args.confidence, allow_incomplete=args.allow_incomplete,
-                                        method=args.interval)
-
-    tables = [report.aggregates_table(results, METRICS, confidence=args.confidence, reps=args.reps,
-                                      digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval),
-              report.task_table(agents, args.digits)]
-    if pairs:
-        tables.append(report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps,
-                                               digits=args.digits, method=args.interval))
-    if curves:
-        tables.append(report.sample_efficiency_table(curves, "iqm", confidence=args.confidence,
-                                                     reps=args.reps, digits=args.digits, method=args.interval))
-    gaps = _fresh_gaps(args.results, agents_all)
-    if gaps:
-        tables.append(gaps)
-    written = []
-    for t in tables:
-        written += t.write(out / "tables")
-
-    plots = []
-    if not args.no_plots:
-        plots = _plots(agents, results, pairs, curves, args, out / "plots")
-        written += [p for _, paths in plots for p in paths]
-
-    md = [f"# Scores of {', '.join(a.label for a in agents)}", ""]
-    md += [f"- {line}" for a in agents for line in _header(a)[:2]]
-    md += [f"- note: {n}" for n in notes]
-    md.append("")
-    for t in tables:
-        md += [t.to_markdown().rstrip("\n"), ""]
-    for name, paths in plots:
-        md += [f"![{name}](plots/{paths[0].name})", ""]
-    report_md = out / "report.md"
-    report_md.write_bytes(("\n".join(md).rstrip("\n") + "\n").encode("utf-8"))
-    (out / "report.json").write_bytes(_dumps({
-        "agents": [_agent_json(a, s) for a, (_, s) in zip(agents, results, strict=True)],
-        "probability_of_improvement": [{"x": x, "y": y, "scopes": [s.to_json() for s in sc]}
-                                       for x, y, sc in pairs],
-        "sample_efficiency": {k: [{"training_steps": s, **e.to_json()} for s, e in v]
-                              for k, v in curves.items()},
-        "statistics": _stats_json(args), "notes": notes}).encode("utf-8") + b"\n")
-    for p in [report_md, out / "report.json", *written]:
-        print(p)
+    written = reporting.write_report(agents_all, notes, out, _options(args), plots=not args.no_plots,
+                                     extra_tables=lambda agents: [t for t in [_fresh_gaps(args.results, agents)] if t])
+    for path in written:
+        print(path)
     return 0
-
-
-def _plots(agents, results, pairs, curves, args, folder: Path) -> list[tuple[str, list[Path]]]:
-    colors = report.agent_colors([a.label for a in agents] + [c for c in curves if c not in
-                                                               {a.label for a in agents}])
-    label = args.score_label
-    out = []
-    fig = report.plot_aggregates(results, METRICS, score_label=label, confidence=args.confidence)
-    out.append(("aggregate metrics", report.save_figure(fig, folder, "aggregates")))
-
-    tau = None
-    if args.tau_max is not None:
-        import numpy as np
-
-        tau = np.linspace(0.0, args.tau_max, 101)
-    profile, _ = analysis.profiles(agents, tau, "runs", reps=args.profile_reps, seed=args.seed,
-                                   confidence=args.confidence, allow_incomplete=args.allow_incomplete)
-    if profile is not None:
-        ax = report.plot_performance_profile(profile, colors=colors, score_label=label)
-        out.append(("performance profiles", report.save_figure(ax.figure, folder, "performance_profiles")))
-
-    if pairs:
-        overall = [(x, y, next((s.estimates.get("probability_of_improvement") for s in sc
-                                if s.scope == analysis.OVERALL), None)) for x, y, sc in pairs]
-        ax = report.plot_probability_of_improvement(overall, colors={
-            f"P({x} > {y})": colors[x] for x, y, _ in overall})
-        out.append(("probability of improvement",
-                    report.save_figure(ax.figure, folder, "probability_of_improvement")))
-
-    ax = report.plot_task_scores(agents, colors=colors, score_label=label)
-    out.append(("per-task scores", report.save_figure(ax.figure, folder, "task_scores")))
-
-    if curves:
-        ax = report.plot_sample_efficiency(curves, colors=colors, score_label=label)
-        out.append(("sample efficiency", report.save_figure(ax.figure, folder, "sample_efficiency")))
-    return out
