@@ -8,8 +8,9 @@ polar_bench or in a native environment and keeps its traceback.
 from __future__ import annotations
 
 import difflib
+import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -40,6 +41,25 @@ class PolarBenchError(Exception):
 
 class UserError(PolarBenchError):
     """A mistake the user can fix; the CLI reports it in one line and exits with code 2."""
+
+
+class OptionError(UserError):
+    """A setting out of its range, named as the library knows it (``option``: the field of the settings
+    object, e.g. ``agent_threads``); the message starts with that name, and the CLI puts its flag there."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(f"{option} {message}")
+        self.option, self.message = option, message
+
+    def in_words_of(self, flags: Mapping[str, str]) -> UserError:
+        """The same error in the words of a command line: each field named (``option`` and any in the
+        message) replaced by its flag in ``flags``, e.g. ``--agent-threads must be at least 1, got 0``."""
+        def flag(name: str) -> str:
+            return flags.get(name, name)
+
+        message = re.sub(r"\b[a-z][a-z_]*\b", lambda m: flag(m.group(0)) if m.group(0) in flags else m.group(0),
+                         self.message)
+        return UserError(f"{flag(self.option)} {message}")
 
 
 def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:

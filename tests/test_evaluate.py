@@ -848,3 +848,27 @@ def test_lanes_refilled_into_the_group_whose_request_is_in_flight_are_stepped_af
             _played_as_alone(records, alone)
     finally:
         runner.close()
+
+
+def test_settings_are_checked_once_by_the_library_and_reworded_by_the_cli(tmp_path, capsys):
+    """EvalConfig.check names the setting as the library knows it; the command line says its flag."""
+    from polar_bench.commands.evaluate import FLAGS
+    from polar_bench.errors import OptionError
+    from polar_bench.evaluate import EvalConfig
+    from polar_bench.suite import load_suite
+
+    suite = load_suite(TINY)
+    cfg = EvalConfig(suite=suite, agent_path="a.py", out=str(tmp_path / "r.json"), tasks=list(suite.tasks),
+                     runs=suite.runs, agent_processes=2, in_process=True)
+    with pytest.raises(OptionError) as info:
+        cfg.check()
+    assert info.value.option == "agent_processes" and "--" not in str(info.value)
+    assert str(info.value.in_words_of(FLAGS)) == ("--agent-processes needs agent processes; drop --in-process or "
+                                                  "--agent-processes")
+    agent = write(tmp_path / "agent.py", GOOD_AGENT)
+    for flags, message in ((["--agent-threads", "300"], "--agent-threads must be at most 256, got 300"),
+                           (["--workers", "0"], "--workers must be at least 1, got 0"),
+                           (["--agent-disk", "0"], "--agent-disk must be at least 1, got 0")):
+        code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", str(tmp_path / "r.json"), *flags], capsys)
+        assert code == 2 and err.strip() == f"error: {message}", err
+    assert not (tmp_path / "r.episodes.jsonl").exists()

@@ -7,7 +7,7 @@ import os
 import shlex
 from pathlib import Path
 
-from ..errors import UserError
+from ..errors import OptionError, UserError
 
 
 def register(sub) -> None:
@@ -93,17 +93,18 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+# EvalConfig's fields as the command line names them (errors of `EvalConfig.check` are reworded with these)
+FLAGS = {"runs": "--runs", "episodes_override": "--episodes", "workers": "--workers",
+         "envs_per_worker": "--envs-per-worker", "agent_memory_mb": "--agent-memory", "agent_disk_mb": "--agent-disk",
+         "agent_threads": "--agent-threads", "agent_processes": "--agent-processes", "in_process": "--in-process",
+         "address": "--address", "backend": "--backend", "step_timeout": "--step-timeout",
+         "episode_timeout": "--episode-timeout"}
+
+
 def run(args) -> int:
     from ..evaluate import EvalConfig, run_evaluation
     from ..suite import load_suite
 
-    for name in ("runs", "episodes", "workers", "envs_per_worker", "agent_memory", "agent_disk", "agent_threads",
-                 "agent_processes"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UserError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
-    if args.address and args.backend != "ray":
-        raise UserError("--address only applies to --backend ray; add --backend ray")
     endpoint = None
     if args.llm_endpoint:
         from urllib.parse import urlsplit
@@ -152,8 +153,8 @@ def run(args) -> int:
         fresh_entropy, fresh = draw_fresh_seeds(tasks, args.episodes, _fresh_entropy(args.fresh_seeds, args.out))
     cfg = EvalConfig(
         suite=suite, agent_path=args.agent, out=args.out, tasks=tasks,
-        runs=args.runs or suite.runs, episodes_override=args.episodes,
-        workers=args.workers or (None if args.backend == "ray" else os.cpu_count() or 1),
+        runs=suite.runs if args.runs is None else args.runs, episodes_override=args.episodes,
+        workers=args.workers if args.workers is not None else (None if args.backend == "ray" else os.cpu_count() or 1),
         backend=args.backend, address=args.address, envs_per_worker=args.envs_per_worker,
         step_timeout=args.step_timeout or None, episode_timeout=args.episode_timeout or None,
         allow_version_mismatch=args.allow_version_mismatch, progress=False if args.no_progress else None,
@@ -167,6 +168,10 @@ def run(args) -> int:
         retry_failed=args.retry_failed,
         command=" ".join(shlex.quote(a) for a in ["python", "-m", "polar_bench"] + args.argv),
     )
+    try:
+        cfg.check()  # the library's one check of the settings, in the words of the command line
+    except OptionError as exc:
+        raise exc.in_words_of(FLAGS) from None
     if Path(args.agent).is_file():
         from ..artifacts import fetch_missing_artifacts
 

@@ -16,8 +16,6 @@ from .backend import (
     DEFAULT_AGENT_MEMORY_MB,
     DEFAULT_AGENT_PROCESSES,
     DEFAULT_AGENT_THREADS,
-    MAX_AGENT_PROCESSES,
-    MAX_AGENT_THREADS,
     START_TIMEOUT_S,
     AgentBackend,
     AgentGone,
@@ -25,6 +23,7 @@ from .backend import (
     TimeoutLimit,
     agent_thread_env,
 )
+from .config import MAX_AGENT_PROCESSES, MAX_AGENT_THREADS
 from .inprocess import InProcessAgents
 from .isolated import IsolatedAgents
 from .plain import AGENT_INFO_BYTES, dumps_request, plain_json, small_json

@@ -26,8 +26,6 @@ DEFAULT_AGENT_PROCESSES = 256
 # recorded rather than left to the machine's core count: a verifier with more cores re-runs the agent
 # with the same count. One also keeps `workers` agent processes from fighting over the cores.
 DEFAULT_AGENT_THREADS = 1
-MAX_AGENT_THREADS = 256
-MAX_AGENT_PROCESSES = 16  # agent processes per worker (evaluate --agent-processes)
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
                      "NUMEXPR_NUM_THREADS")
 START_TIMEOUT_S = 300.0  # importing the agent file (torch, a model) may take a while on a loaded machine

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._optional import version_of
+from ..errors import OptionError
 from ..suite import Suite, TaskSpec, episode_seed
 
 __all__ = ["EvalConfig", "RunOutcome", "Unit", "journal_path", "check_pins", "PIN_FAMILIES"]
@@ -41,6 +42,10 @@ class RunOutcome:
     workers: int | None = None
     replaced_workers: int = 0  # workers (processes or actors) that died or were killed and replaced
     worker_losses: list[dict] = field(default_factory=list)  # why each was lost and what it was playing
+
+
+MAX_AGENT_THREADS = 256  # numeric libraries' threads per agent process (evaluate --agent-threads)
+MAX_AGENT_PROCESSES = 16  # agent processes per worker (evaluate --agent-processes)
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,27 @@ class EvalConfig:
     fresh_seeds: dict[str, tuple[int, ...]] | None = None
     fresh_entropy: int | None = None
     retry_failed: bool = False  # play again the journaled episodes that did not end ok (attempts counted)
+    def check(self) -> None:
+        """Every setting in its range, checked once, before anything starts: `OptionError` naming the field."""
+        for name in ("runs", "episodes_override", "workers", "envs_per_worker", "agent_memory_mb", "agent_disk_mb"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise OptionError(name, f"must be at least 1, got {value}")
+        for name, most in (("agent_threads", MAX_AGENT_THREADS), ("agent_processes", MAX_AGENT_PROCESSES)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise OptionError(name, f"must be at least 1, got {value!r}")
+            if value > most:
+                raise OptionError(name, f"must be at most {most}, got {value}")
+        if self.agent_processes > 1 and self.in_process:
+            raise OptionError("agent_processes", "needs agent processes; drop in_process or agent_processes")
+        if self.address and self.backend != "ray":
+            raise OptionError("address", "only applies to backend ray; choose backend ray")
+        for name in ("step_timeout", "episode_timeout"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise OptionError(name, f"must be a positive number of seconds, got {value}")
+
     def makes_standard_results(self) -> bool:
         """Whether these settings make a standard result, the one place that decides it: the suite's
         tasks, runs, episodes and seeds, no harness plugin, and no non-standard option (``standard``

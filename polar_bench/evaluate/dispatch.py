@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from pathlib import Path
 from typing import Any, Protocol
@@ -80,41 +81,62 @@ def load_harness_plugins(files: dict[str, bytes]) -> None:
         spec.loader.exec_module(module)
 
 
-def make_runner(agent_path: str, settings: dict) -> EpisodeRunner:
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker needs from the evaluation's settings to play its units (picklable: it crosses to
+    worker processes and Ray actors)."""
+
+    options: dict  # task id -> the task's harness options
+    step_timeout: float | None
+    episode_timeout: float | None
+    lanes: int
+    in_process: bool
+    agent_memory_mb: int | None
+    agent_disk_mb: int | None
+    network: bool
+    llm_endpoint: tuple[str, int] | None
+    agent_threads: int
+    agent_processes: int
+    llm_proxy: dict | None  # {"upstream", "budget", "trajectories"}, or None without the proxy
+    pipeline: bool
+    plugins: dict[str, bytes] = field(default_factory=dict)
+    stream: bool = False  # the parent answers every record with the units that fill the lanes again
+
+
+def make_runner(agent_path: str, settings: WorkerSettings) -> EpisodeRunner:
     """The worker's `EpisodeRunner` (after the plugins it needs are imported)."""
     protect_trusted_process()
-    load_harness_plugins(settings.get("plugins", {}))
-    return EpisodeRunner(agent_path, settings["options"], settings["step_timeout"], settings["episode_timeout"],
-                         settings["lanes"], in_process=settings["in_process"],
-                         agent_memory_mb=settings["agent_memory_mb"],
-                         agent_disk_mb=settings.get("agent_disk_mb"), network=settings["network"],
-                         llm_endpoint=settings["llm_endpoint"], pipeline=settings["pipeline"],
-                         llm_proxy=settings.get("llm_proxy"), agent_threads=settings.get("agent_threads", 1),
-                         agent_processes=settings.get("agent_processes", 1))
+    load_harness_plugins(settings.plugins)
+    return EpisodeRunner(agent_path, settings.options, settings.step_timeout, settings.episode_timeout,
+                         settings.lanes, in_process=settings.in_process, agent_memory_mb=settings.agent_memory_mb,
+                         agent_disk_mb=settings.agent_disk_mb, network=settings.network,
+                         llm_endpoint=settings.llm_endpoint, pipeline=settings.pipeline,
+                         llm_proxy=settings.llm_proxy, agent_threads=settings.agent_threads,
+                         agent_processes=settings.agent_processes)
 
 
-def worker_settings(cfg: EvalConfig, options: dict) -> dict:
-    return {"options": options, "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
-            "lanes": cfg.envs_per_worker, "in_process": cfg.in_process, "agent_memory_mb": cfg.agent_memory_mb,
-            "agent_disk_mb": cfg.agent_disk_mb,
-            "network": cfg.agent_network, "llm_endpoint": cfg.llm_endpoint, "agent_threads": cfg.agent_threads,
-            "agent_processes": cfg.agent_processes,
-            "llm_proxy": None if cfg.llm_upstream is None else {
-                "upstream": cfg.llm_upstream, "budget": cfg.llm_budget, "trajectories": cfg.trajectories},
-            # Overlap a worker's environment steps with its agent process's acting only where there is a
-            # core for each: with every core running a worker already, two requests in flight per step
-            # only halve the lanes each request carries.
-            "pipeline": cfg.backend == "local" and 2 * (cfg.workers or 1) <= (os.cpu_count() or 1),
-            "plugins": cfg.plugin_files()}
+def worker_settings(cfg: EvalConfig, options: dict, stream: bool = False) -> WorkerSettings:
+    return WorkerSettings(
+        options=options, step_timeout=cfg.step_timeout, episode_timeout=cfg.episode_timeout,
+        lanes=cfg.envs_per_worker, in_process=cfg.in_process, agent_memory_mb=cfg.agent_memory_mb,
+        agent_disk_mb=cfg.agent_disk_mb, network=cfg.agent_network, llm_endpoint=cfg.llm_endpoint,
+        agent_threads=cfg.agent_threads, agent_processes=cfg.agent_processes,
+        llm_proxy=None if cfg.llm_upstream is None else {
+            "upstream": cfg.llm_upstream, "budget": cfg.llm_budget, "trajectories": cfg.trajectories},
+        # Overlap a worker's environment steps with its agent process's acting only where there is a
+        # core for each: with every core running a worker already, two requests in flight per step
+        # only halve the lanes each request carries.
+        pipeline=cfg.backend == "local" and 2 * (cfg.workers or 1) <= (os.cpu_count() or 1),
+        plugins=cfg.plugin_files(), stream=stream)
 
 
-def _worker_main(conn, agent_path: str, settings: dict, parent: int | None = None) -> None:
+def _worker_main(conn, agent_path: str, settings: WorkerSettings, parent: int | None = None) -> None:
     """Serve batches of units from the parent until it sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     if parent is not None:  # a parent killed outright (SIGKILL, the OOM killer) takes its workers along
         die_with_parent(parent)
     runner = make_runner(agent_path, settings)
-    stream = bool(settings.get("stream"))
+    stream = settings.stream
 
     def on_record(rec: dict) -> list:
         conn.send({"records": [rec], "partial": True})
@@ -142,7 +164,7 @@ def _worker_main(conn, agent_path: str, settings: dict, parent: int | None = Non
 
 # ----------------------------------------------------------------------------- local processes
 class _Process:
-    def __init__(self, ctx, agent_path: str, settings: dict):
+    def __init__(self, ctx, agent_path: str, settings: WorkerSettings):
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, agent_path, settings, os.getpid()), daemon=True)
         self.proc.start()
@@ -171,7 +193,7 @@ class ProcessTransport:
     def __init__(self, cfg: EvalConfig, options: dict, size: int):
         self.ctx = mp.get_context("spawn")
         self.agent_path = cfg.agent_path
-        self.settings = {**worker_settings(cfg, options), "stream": True}
+        self.settings = worker_settings(cfg, options, stream=True)
         self.size = size
         self.workers = [_Process(self.ctx, self.agent_path, self.settings) for _ in range(size)]
         self.busy = [False] * size
@@ -251,7 +273,7 @@ class _RayActor:
     """A Ray actor holding one `EpisodeRunner`; it unpacks the shipped agent folder into a temporary
     folder on its own node first. Its agents run in agent processes on that node."""
 
-    def __init__(self, files: dict, agent_name: str, settings: dict):
+    def __init__(self, files: dict, agent_name: str, settings: WorkerSettings):
         self.folder = Path(tempfile.mkdtemp(prefix="polar_bench_agent_"))
         for rel, data in files.items():
             target = self.folder / rel

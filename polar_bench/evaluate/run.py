@@ -23,7 +23,7 @@ from ..clock import utc_now
 from ..errors import AgentLoadError, UserError
 from ..harness import check_options
 from ..results import write_results
-from .agents import DEFAULT_AGENT_DISK_MB, DEFAULT_AGENT_MEMORY_MB, MAX_AGENT_PROCESSES, MAX_AGENT_THREADS, probe_agent
+from .agents import DEFAULT_AGENT_DISK_MB, DEFAULT_AGENT_MEMORY_MB, probe_agent
 from .config import EvalConfig, RunOutcome, check_pins, journal_path
 from .dispatch import ProcessTransport, RayTransport, dispatch, load_harness_plugins
 from .journal import Journal, Progress
@@ -121,14 +121,7 @@ def _recorded_path(path: str | Path) -> str:
 def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
     ok, 1: some episode failed). User errors raise `UserError`."""
-    if not (isinstance(cfg.agent_threads, int) and 1 <= cfg.agent_threads <= MAX_AGENT_THREADS):
-        raise UserError(f"agent threads must be a whole number from 1 to {MAX_AGENT_THREADS}, got "
-                        f"{cfg.agent_threads!r}; pass --agent-threads N (the default, 1, reproduces anywhere)")
-    if not (isinstance(cfg.agent_processes, int) and 1 <= cfg.agent_processes <= MAX_AGENT_PROCESSES):
-        raise UserError(f"agent processes per worker must be a whole number from 1 to {MAX_AGENT_PROCESSES}, got "
-                        f"{cfg.agent_processes!r}; pass --agent-processes N")
-    if cfg.agent_processes > 1 and cfg.in_process:
-        raise UserError("--agent-processes needs agent processes; drop --in-process or --agent-processes")
+    cfg.check()  # every setting in its range before anything starts
     out = Path(cfg.out)  # cheap checks first: nothing has started a process yet
     if out.parent and not out.parent.exists():
         raise UserError(f"the folder of --out {str(out)!r} does not exist; create it or choose another path")
