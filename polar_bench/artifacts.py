@@ -15,7 +15,6 @@ import os
 import platform
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -29,12 +28,14 @@ from .numerics import MODES, PORTABLE, portable_supported
 
 __all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "ArtifactStore", "load_manifest",
            "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "publish_artifacts", "store_location",
-           "file_sha256", "machine_description", "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES", "STORE_ENV"]
+           "file_sha256", "machine_description", "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES",
+           "RECIPE_DISK_MB", "STORE_ENV"]
 
 MANIFEST_NAME = "artifacts.json"
 MANIFEST_FORMAT = 1
 RECIPE_MEMORY_MB = 16384    # address space of a recipe's process (a PPO retrain needs about 3 GiB)
 RECIPE_MAX_PROCESSES = 256  # processes and threads a recipe may add
+RECIPE_DISK_MB = 4096       # its folder, and each file it writes (its output included)
 STORE_ENV = "POLAR_BENCH_ARTIFACT_STORE"  # the store's location: a folder, an fsspec URL, or "none"
 _UNSIZED_LIMIT = 8 << 30  # the most a store may send for an artifact whose manifest gives no size
 # What a recipe's process keeps of the verifier's environment (not its tokens and keys).
@@ -45,7 +46,8 @@ _LAUNCHER = """
 import json, os, sys
 cfg = json.loads(sys.argv[1])
 from polar_bench.evaluate.lockdown import lock_down
-layers = lock_down(cfg["workdir"], memory_mb=cfg["memory_mb"], max_processes=cfg["max_processes"], exec_next=True)
+layers = lock_down(cfg["workdir"], memory_mb=cfg["memory_mb"], max_processes=cfg["max_processes"], exec_next=True,
+                   limits=cfg["limits"])
 print(cfg["layers_line"] + json.dumps(layers), file=sys.stderr, flush=True)
 os.chdir(cfg["cwd"])
 os.execvpe(sys.argv[2], sys.argv[2:], cfg["env"])
@@ -324,11 +326,17 @@ def publish_artifacts(agent_path: str | Path, store: str | None = None,
 
 
 def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
-               memory_mb: int | None = RECIPE_MEMORY_MB,
-               max_processes: int = RECIPE_MAX_PROCESSES) -> subprocess.CompletedProcess:
+               memory_mb: int | None = RECIPE_MEMORY_MB, max_processes: int = RECIPE_MAX_PROCESSES,
+               disk_mb: int | None = RECIPE_DISK_MB) -> subprocess.CompletedProcess:
     """Run a recipe's ``command`` in ``cwd`` locked down (the module docstring): it may write only
     under ``workdir``, which it gets as ``HOME`` and ``TMPDIR`` too. Its output is captured; the last
-    line of its standard error names the layers that took effect (`lock_down`'s)."""
+    line of its standard error names the layers that took effect (`lock_down`'s). A recipe is a
+    submitter's code: ``memory_mb`` holds it and everything it starts together, ``disk_mb`` its folder
+    and each file it writes, its output included (`polar_bench.lockdown.limits`); over a limit it is
+    killed and its standard error ends with the reason."""
+    from .lockdown.limits import TreeLimits
+    from .lockdown.process import end_tree
+
     workdir = Path(workdir)
     for sub in ("home", "tmp"):
         (workdir / sub).mkdir(exist_ok=True)
@@ -340,23 +348,26 @@ def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
     env = {k: os.environ[k] for k in _RECIPE_ENV if k in os.environ}
     env.update(HOME=str(workdir / "home"), TMPDIR=str(workdir / "tmp"), XDG_CACHE_HOME=str(workdir / "home"),
                MPLCONFIGDIR=str(workdir / "home"), PYTHONDONTWRITEBYTECODE="1")
+    limits = TreeLimits(memory_mb, disk_mb, who="recipe")
     cfg = {"workdir": str(workdir), "cwd": str(cwd), "env": env, "memory_mb": memory_mb,
-           "max_processes": max_processes, "layers_line": _LAYERS_LINE}
+           "max_processes": max_processes, "layers_line": _LAYERS_LINE,
+           "limits": limits.child_config(tmpfs=False)}  # the rebuilt file is read from the folder afterwards
     args = [sys.executable, "-c", _LAUNCHER, json.dumps(cfg), *command]
     # output to files, not pipes: a process it leaves behind holding a pipe would block the reading
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(args, cwd=workdir, stdout=out, stderr=err, start_new_session=True)
         try:
+            limits.watch(proc.pid)
+            if disk_mb:
+                limits.watch_folder(str(workdir))
             proc.wait()
         finally:
             # whatever it left running (seccomp keeps every process it starts in its group) ends with
             # it, before its file is read: nothing can swap the file afterwards
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
-        return subprocess.CompletedProcess(args, proc.returncode, _head_and_tail(out), _head_and_tail(err))
+            over = limits.check()
+            end_tree(proc, limits)
+        stderr = _head_and_tail(err) + (f"\n{over}\n" if over else "")
+        return subprocess.CompletedProcess(args, proc.returncode, _head_and_tail(out), stderr)
 
 
 def _head_and_tail(stream: Any, head: int = 4096, tail: int = 60_000) -> str:

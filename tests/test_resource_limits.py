@@ -267,3 +267,38 @@ def test_what_the_agent_prints_is_capped(tmp_path, capfd, honest):
     assert (1 << 20) <= len(err) < (1 << 20) + 4096  # one agent process played (the probe printed nothing)
     episodes = read_results(tmp_path / "r.json").episodes
     assert {(e["run"], e["seed"]): (e["return"], e["length"], e["digest"]) for e in episodes} == honest
+
+
+# --------------------------------------------------------------------------- an artifact's recipe
+def test_a_recipe_is_held_to_its_memory_and_disk(tmp_path):
+    """A recipe is a submitter's command, run by whoever verifies: a tree over its memory is killed
+    with the reason, a file over its disk limit fails to grow (RLIMIT_FSIZE: its folder stays on the
+    host's disk, since the rebuilt file is read from it), and the layers say so."""
+    from polar_bench.artifacts import run_recipe
+
+    hog = ("import os, time\n"
+           "for _ in range(3):\n"
+           "    if os.fork() == 0:\n"
+           "        b = bytearray(300 << 20)\n"
+           "        b[::4096] = b'x' * len(range(0, len(b), 4096))\n"
+           "        time.sleep(60)\n"
+           "time.sleep(60)\n")
+    work = tmp_path / "mem"
+    work.mkdir()
+    done = run_recipe([sys.executable, "-c", hog], tmp_path, work, memory_mb=512, disk_mb=64)
+    assert done.returncode != 0
+    assert done.stderr.rstrip().endswith("recipe memory limit of 512 MiB exceeded"), done.stderr[-500:]
+
+    flood = ("import os\n"
+             "with open(os.path.join(os.environ['HOME'], 'flood.bin'), 'wb') as fh:\n"
+             "    for _ in range(256):\n"
+             "        fh.write(b'x' * (1 << 20))\n")
+    work = tmp_path / "disk"
+    work.mkdir()
+    done = run_recipe([sys.executable, "-c", flood], tmp_path, work, memory_mb=512, disk_mb=64)
+    assert done.returncode != 0
+    assert "File too large" in done.stderr or "recipe disk limit of 64 MiB exceeded" in done.stderr, done.stderr[-500:]
+    assert (work / "home" / "flood.bin").stat().st_size <= 64 << 20
+    layers = json.loads([line for line in done.stderr.splitlines()
+                         if line.startswith("polar_bench recipe layers: ")][0].split(": ", 1)[1])
+    assert layers["disk_limit"].startswith("no file over 64 MiB") and layers["oom_score_adj"].startswith("1000")

@@ -249,7 +249,9 @@ def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, networ
 
     disk = limits.get("disk_bytes")
     tmpfs = ""
-    if disk and not root:
+    if disk and not limits.get("disk_tmpfs", True):
+        tmpfs = "the folder is read afterwards"
+    elif disk and not root:
         tmpfs = "needs root"
     elif disk:
         errno = kernel.unshare(kernel.CLONE_NEWNS)

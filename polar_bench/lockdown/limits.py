@@ -278,11 +278,14 @@ class TreeLimits:
         self._folder: str | None = None
 
     # ------------------------------------------------------------------ the child's side
-    def child_config(self) -> dict:
-        """What the process applies to itself, as plain data."""
+    def child_config(self, tmpfs: bool = True) -> dict:
+        """What the process applies to itself, as plain data. ``tmpfs=False``: its folder stays on the
+        host's disk (the parent reads what it wrote there afterwards), held by the file-size limit and
+        `watch_folder` instead."""
         return {"cgroup_procs": self._cgroup.procs_file if self._cgroup is not None else None,
                 "disk_bytes": int(self.disk_mb) << 20 if self.disk_mb else None,
-                "disk_inodes": int(self.disk_mb) * DISK_INODES_PER_MB if self.disk_mb else None}
+                "disk_inodes": int(self.disk_mb) * DISK_INODES_PER_MB if self.disk_mb else None,
+                "disk_tmpfs": tmpfs}
 
     # ------------------------------------------------------------------ the parent's side
     def memory_layer(self) -> str:
