@@ -40,6 +40,7 @@ import numpy as np
 
 from . import scoring
 from .errors import ResultsError, ScoringError
+from .results.model import Episode, Status
 from .suite import METRICS
 
 __all__ = [
@@ -63,7 +64,7 @@ __all__ = [
     "sample_efficiency",
 ]
 
-STATUSES = ("ok", "env_error", "agent_error", "timeout")
+STATUSES = tuple(s.value for s in Status)
 FAILURES = ("env_error", "agent_error", "timeout", "missing")
 DEFAULT_METRICS = ("iqm", "mean", "median", "optimality_gap")
 OVERALL = "overall"
@@ -342,25 +343,18 @@ def agent_scores(source: Any, label: str | None = None, domains: Sequence[str] |
     failures = []
     for i, ep in enumerate(episodes):
         w = f"{where}: episode {i}"
-        tid = _field(ep, "task", str, w)
+        record = Episode.from_json(ep, w)  # the structure, checked once; what needs the suite, here
+        tid, run, status = record.task, record.run, record.status.value
         if tid not in refs:
             raise ResultsError(f"{w} is of task {tid!r}, which the results' suite does not list")
-        run = _field(ep, "run", int, w)
         if not 0 <= run < runs:
             raise ResultsError(f"{w} ({tid}) has run {run}, outside 0..{runs - 1} (config.runs = {runs})")
-        status = _field(ep, "status", str, w)
-        if status not in STATUSES:
-            raise ResultsError(f"{w} ({tid}) has unknown status {status!r}; expected one of {', '.join(STATUSES)}")
-        index = ep.get("index")
-        if not isinstance(index, int) or isinstance(index, bool):
+        index = record.index
+        if index is None:
             index = len(cells[(tid, run)])  # files without an index: episodes in order
         if index in cells[(tid, run)]:
             raise ResultsError(f"{w}: task {tid} run {run} has episode {index} twice")
         if status == "ok":
-            ret = ep.get("return")
-            if not isinstance(ret, (int, float)) or isinstance(ret, bool) or not math.isfinite(ret):
-                raise ResultsError(f"{w} ({tid}, run {run}) has status ok but return {ret!r}; "
-                                   "a successful episode needs a finite return")
             episode_value(ep, metrics[tid], f"{w} ({tid}, run {run})")  # checked before any arithmetic
         else:
             failures.append({"task": tid, "run": run, "index": index, "seed": ep.get("seed"),

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import UserError
+from ..results.model import Episode
 from .agent_process import die_with_parent
 from .config import EvalConfig, RunOutcome, Unit, journal_path
 from .episodes import EpisodeRunner
@@ -385,8 +386,7 @@ def next_batch(size: int, retry: deque, todo: _Queue, worker: int = 0) -> Batch:
 
 
 def failed_record(unit: Unit, status: str, error: str) -> dict:
-    return {"task": unit.task, "run": unit.run, "index": unit.index, "seed": unit.seed, "return": None,
-            "length": 0, "status": status, "error": error, "wall_seconds": 0.0, "agent_seconds": 0.0}
+    return Episode.failed(unit.task, unit.run, unit.index, unit.seed, status, error).to_json()
 
 
 def _lost_unit(cfg: EvalConfig, unit: Unit, attempt: int, overdue: bool, why: str, retry: deque) -> dict | None:

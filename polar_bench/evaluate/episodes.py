@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import AgentLoadError, HarnessError, InvalidActionError
 from ..llm.proxy import EpisodeCalls, LLMBudget, LLMProxy
+from ..results.model import Episode, Status
 from ..task_info import TaskInfo
 from .agents import (
     DEFAULT_AGENT_THREADS,
@@ -155,16 +156,14 @@ def _record(lane: _Lane, status: str = "ok", error: str | None = None) -> dict:
     task, run, index, seed = lane.unit  # type: ignore[misc]  # set while an episode is in progress
     if status == "agent_error" and error and any(s in error for s in _NO_NETWORK):
         error += NO_NETWORK_HINT
-    rec = {"task": task, "run": run, "index": index, "seed": seed, "return": lane.ret, "length": lane.length,
-           "status": status, "error": error, "wall_seconds": round(lane.own, 6),
-           "agent_seconds": round(lane.agent_s, 6)}
-    if "clipped_actions" in lane.info:
-        rec["clipped_actions"] = int(lane.info["clipped_actions"])
-    if status == "ok" and "episode_record" in lane.info:  # what the harness reports about the episode
-        rec["harness"] = dict(lane.info["episode_record"])
-    if lane.digest is not None and status == "ok":
-        rec["digest"] = lane.digest.hexdigest()
-    return rec
+    ok = status == "ok"
+    return Episode(
+        task=task, run=run, index=index, seed=seed, ret=lane.ret, length=lane.length, status=Status(status),
+        error=error, wall_seconds=round(lane.own, 6), agent_seconds=round(lane.agent_s, 6),
+        clipped_actions=int(lane.info["clipped_actions"]) if "clipped_actions" in lane.info else None,
+        # what the harness reports about the episode
+        harness=dict(lane.info["episode_record"]) if ok and "episode_record" in lane.info else None,
+        digest=lane.digest.hexdigest() if ok and lane.digest is not None else None).to_json()
 
 
 class EpisodeRunner:

@@ -17,14 +17,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from .errors import ResultsError
+from ..errors import ResultsError
+from .model import Episode, Status
+
+EPISODE_STATUSES = tuple(s.value for s in Status)
 
 __all__ = ["FORMAT_VERSION", "Results", "read_results", "write_results", "results_schema",
            "validate_results_data", "EPISODE_STATUSES", "load_json", "MAX_JSON_DEPTH", "MAX_JSON_INT",
-           "MAX_JSON_BYTES"]
+           "MAX_JSON_BYTES", "Episode", "Status"]
 
 FORMAT_VERSION = 1
-EPISODE_STATUSES = ("ok", "env_error", "agent_error", "timeout")
 MAX_JSON_DEPTH = 64
 """Deepest nesting of arrays and objects that `load_json` accepts (results files use about 6)."""
 MAX_JSON_INT = 2**63
@@ -37,7 +39,7 @@ file from filling the memory of whoever scores or verifies it)."""
 @cache
 def results_schema() -> dict:
     """The JSON Schema of the current format version."""
-    path = Path(__file__).parent / "schemas" / f"results-v{FORMAT_VERSION}.json"
+    path = Path(__file__).parent.parent / "schemas" / f"results-v{FORMAT_VERSION}.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
 
