@@ -1,47 +1,12 @@
 """The layers that lock down an agent process before the agent's code is imported.
 
-Called once, at the start of `polar_bench.evaluate.agent_process`, in a fresh interpreter that holds
-nothing but the protocol pipes to its trusted worker. Each layer is applied where the kernel allows
-it, and `lock_down` returns which ones took effect (recorded in the results under
-``isolation.layers``). In order:
-
-0. **Memory and disk** (`polar_bench.lockdown.limits`, kept by the worker): the process joins the
-   memory cgroup its worker made (one limit for it and everything it starts) and sets its
-   ``oom_score_adj`` to 1000, so that the kernel, short of memory, kills an agent before anything
-   trusted. As root it mounts a size-limited tmpfs over its private folder in a mount namespace of
-   its own (default 1 GiB; otherwise a file-size limit, and the worker adds up the folder).
-1. **Namespaces**: new network, IPC and UTS namespaces (as root directly; otherwise inside a new
-   user namespace). The network namespace has only a loopback interface, down: no connection can
-   reach anything, not even 127.0.0.1 of the host. With an LLM endpoint named (``forward_port``),
-   the loopback is brought up and one listening socket, 127.0.0.1:PORT inside the namespace, is
-   handed to the trusted worker (over ``forward_fd``), which forwards each connection to that
-   endpoint and nowhere else.
-2. **Resource limits** (hard = soft): address space of each process (``memory_mb``), processes and
-   threads of the agent's uid (``max_processes``), no core files, file size where there is no tmpfs.
-3. **Privileges**: as root, the process switches to uid/gid 65534 with no groups and keeps one
-   capability, ``CAP_DAC_READ_SEARCH`` (read any file: the agent's checkpoints and Python's library
-   under /root; writing, signalling and tracing as root are gone, and the process limit is enforced,
-   which it never is for uid 0); in a user namespace every capability is cleared. Then
-   ``no_new_privs``.
-4. **Landlock** (Linux 5.13+): writes, creations, removals and renames are refused everywhere except
-   under the private temporary folder (and ``/dev/null``); from Landlock ABI 6 on (Linux 6.12+) the
-   process cannot send a signal to any process outside its own Landlock domain (its worker, the
-   journal writer, other agents) nor connect to their abstract UNIX sockets.
-5. **seccomp** (x86-64): refuses ``ptrace``, ``process_vm_readv``/``writev``, ``kcmp``,
-   ``pidfd_getfd``, ``open_by_handle_at``, ``setns``, mounts, BPF, perf events, ``userfaultfd``,
-   ``io_uring``, kernel keyrings and modules, clock and host changes; x32-ABI numbers are refused and
-   another ABI (``int 0x80``) kills the process. ``setsid`` and ``setpgid`` succeed without doing
-   anything: every process the agent starts stays in its process group, so the worker's kill of
-   that group leaves none behind (a child that made itself a session of its own outlived the
-   evaluation). Code that starts a process with ``start_new_session`` still works.
-
-The trusted worker also makes itself non-dumpable (`protect_trusted_process`), so that no process
-of its uid without ``CAP_SYS_PTRACE`` can open its ``/proc/<pid>/mem``.
-
-What is deliberately allowed: reading files (an agent loads its checkpoints and libraries),
-creating child processes and threads up to the limit (an agent may run its own sandbox, as the
-codegen baseline does), unshare (the same sandbox makes namespaces of its own), and everything
-inside its private temporary folder.
+`lock_down` runs once, at the start of `polar_bench.evaluate.agent_process` (and of an artifact's
+recipe), in a fresh interpreter that holds nothing but its pipes, and applies, where the kernel
+allows it: the memory cgroup and OOM score, the size-limited folder, new network, IPC and UTS
+namespaces, resource limits, the privilege drop, Landlock and a seccomp filter (on the calls of
+`polar_bench.lockdown`). It returns the layers that took effect (``isolation.layers`` in the
+results). docs/evaluate.md ("Isolation: what is guaranteed") says what each layer does and what is
+deliberately allowed.
 """
 
 from __future__ import annotations
