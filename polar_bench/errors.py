@@ -54,12 +54,8 @@ class OptionError(UserError):
     def in_words_of(self, flags: Mapping[str, str]) -> UserError:
         """The same error in the words of a command line: each field named (``option`` and any in the
         message) replaced by its flag in ``flags``, e.g. ``--agent-threads must be at least 1, got 0``."""
-        def flag(name: str) -> str:
-            return flags.get(name, name)
-
-        message = re.sub(r"\b[a-z][a-z_]*\b", lambda m: flag(m.group(0)) if m.group(0) in flags else m.group(0),
-                         self.message)
-        return UserError(f"{flag(self.option)} {message}")
+        message = re.sub(r"\b[a-z][a-z_]*\b", lambda m: flags.get(m.group(0), m.group(0)), self.message)
+        return UserError(f"{flags.get(self.option, self.option)} {message}")
 
 
 def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> str:

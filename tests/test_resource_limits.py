@@ -276,27 +276,26 @@ def test_a_recipe_is_held_to_its_memory_and_disk(tmp_path):
     host's disk, since the rebuilt file is read from it), and the layers say so."""
     from polar_bench.artifacts import run_recipe
 
-    hog = ("import os, time\n"
-           "for _ in range(3):\n"
-           "    if os.fork() == 0:\n"
-           "        b = bytearray(300 << 20)\n"
-           "        b[::4096] = b'x' * len(range(0, len(b), 4096))\n"
-           "        time.sleep(60)\n"
-           "time.sleep(60)\n")
-    work = tmp_path / "mem"
-    work.mkdir()
-    done = run_recipe([sys.executable, "-c", hog], tmp_path, work, memory_mb=512, disk_mb=64)
-    assert done.returncode != 0
+    def recipe(name: str, code: str):
+        work = tmp_path / name
+        work.mkdir()
+        done = run_recipe([sys.executable, "-c", code], tmp_path, work, memory_mb=512, disk_mb=64)
+        assert done.returncode != 0
+        return done, work
+
+    done, _ = recipe("mem", "import os, time\n"
+                            "for _ in range(3):\n"
+                            "    if os.fork() == 0:\n"
+                            "        b = bytearray(300 << 20)\n"
+                            "        b[::4096] = b'x' * len(range(0, len(b), 4096))\n"
+                            "        time.sleep(60)\n"
+                            "time.sleep(60)\n")
     assert done.stderr.rstrip().endswith("recipe memory limit of 512 MiB exceeded"), done.stderr[-500:]
 
-    flood = ("import os\n"
-             "with open(os.path.join(os.environ['HOME'], 'flood.bin'), 'wb') as fh:\n"
-             "    for _ in range(256):\n"
-             "        fh.write(b'x' * (1 << 20))\n")
-    work = tmp_path / "disk"
-    work.mkdir()
-    done = run_recipe([sys.executable, "-c", flood], tmp_path, work, memory_mb=512, disk_mb=64)
-    assert done.returncode != 0
+    done, work = recipe("disk", "import os\n"
+                                "with open(os.path.join(os.environ['HOME'], 'flood.bin'), 'wb') as fh:\n"
+                                "    for _ in range(256):\n"
+                                "        fh.write(b'x' * (1 << 20))\n")
     assert "File too large" in done.stderr or "recipe disk limit of 64 MiB exceeded" in done.stderr, done.stderr[-500:]
     assert (work / "home" / "flood.bin").stat().st_size <= 64 << 20
     layers = json.loads([line for line in done.stderr.splitlines()

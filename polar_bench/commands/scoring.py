@@ -100,7 +100,8 @@ def register(sub) -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _check_args(args) -> None:
+def _check_args(args) -> StatsOptions:
+    """Check the statistics flags; return them as the library's `StatsOptions`."""
     args.interval_given = args.interval is not None
     args.interval = args.interval or "percentile"
     for name in ("reps", "poi_reps", "profile_reps"):
@@ -115,10 +116,6 @@ def _check_args(args) -> None:
         raise UserError(f"--digits must be between 0 and 10; got {args.digits}")
     if args.seed < 0:
         raise UserError(f"--seed must be a non-negative integer; got {args.seed}")
-
-
-def _options(args) -> StatsOptions:
-    """The statistics options of a parsed command line (after `_check_args`)."""
     return StatsOptions(reps=args.reps, seed=args.seed, confidence=args.confidence, interval=args.interval,
                         gamma=args.gamma, task_bootstrap=args.task_bootstrap, allow_incomplete=args.allow_incomplete,
                         digits=args.digits, poi_reps=getattr(args, "poi_reps", None),
@@ -142,14 +139,14 @@ def coverage_warning(runs: int, method: str) -> str | None:
 
 
 def score(args) -> int:
-    _check_args(args)
+    opts = _check_args(args)
     agent = analysis.agent_scores(args.results, domains=args.domains)
-    scopes = reporting.aggregate(agent, _options(args))
+    scopes = reporting.aggregate(agent, opts)
     warning = coverage_warning(agent.runs, args.interval)
     if warning:
         print(warning, file=sys.stderr)
     if args.json:
-        print(dumps({**agent_json(agent, scopes), "statistics": stats_json(_options(args)),
+        print(dumps({**agent_json(agent, scopes), "statistics": stats_json(opts),
                       "tasks": analysis.task_rows(agent), "errors": analysis.error_summary(agent),
                       "llm": agent.llm, "timing": agent.timing}))
         return 0
@@ -205,17 +202,17 @@ def _load_many(paths: list[str], at_least: int, command: str,
 
 
 def compare(args) -> int:
-    _check_args(args)
+    opts = _check_args(args)
     agents, notes = _load_many(args.results, 2, "compare", args.domains, args.published)
     warning = coverage_warning(min(a.runs for a in agents), args.interval)
     if warning:
         print(warning, file=sys.stderr)
-    results, pairs = reporting.scores_and_pairs(agents, _options(args), "compare")
+    results, pairs = reporting.scores_and_pairs(agents, opts, "compare")
     if args.json:
         print(dumps({"agents": [agent_json(a, s) for a, (_, s) in zip(agents, results, strict=True)],
                       "probability_of_improvement": [{"x": x, "y": y, "scopes": [s.to_json() for s in sc]}
                                                      for x, y, sc in pairs],
-                      "statistics": stats_json(_options(args)), "notes": notes}))
+                      "statistics": stats_json(opts), "notes": notes}))
         return 0
     lines = []
     for a in agents:
@@ -274,7 +271,7 @@ def _leaderboard_report(args) -> int:
 
 
 def report_command(args) -> int:
-    _check_args(args)
+    opts = _check_args(args)
     if len(args.results) == 1 and Path(args.results[0]).is_dir():
         return _leaderboard_report(args)
     if not args.out and not args.format:
@@ -285,7 +282,7 @@ def report_command(args) -> int:
     agents_all, notes = _load_many(args.results, 1, "report", args.domains, args.published)
     if not args.out:
         agents = analysis.final_budget(agents_all)
-        results = [(a.label, reporting.aggregate(a, _options(args))) for a in agents]
+        results = [(a.label, reporting.aggregate(a, opts)) for a in agents]
         table = report.aggregates_table(results, METRICS, confidence=args.confidence, reps=args.reps,
                                         digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
         print(getattr(table, FORMATS[args.format])(), end="")
@@ -295,7 +292,7 @@ def report_command(args) -> int:
         raise UserError(f"--out {str(out)!r} exists and is not a folder")
     if not args.no_plots:
         report.require_matplotlib()  # fail before any work when matplotlib is missing
-    written = reporting.write_report(agents_all, notes, out, _options(args), plots=not args.no_plots,
+    written = reporting.write_report(agents_all, notes, out, opts, plots=not args.no_plots,
                                      extra_tables=lambda agents: [t for t in [_fresh_gaps(args.results, agents)] if t])
     for path in written:
         print(path)

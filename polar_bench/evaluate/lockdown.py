@@ -207,22 +207,21 @@ def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, networ
     root = os.geteuid() == 0
     uid = AGENT_UID if root else os.getuid()
 
-    if limits.get("cgroup_procs"):
-        kernel.join_cgroup(limits["cgroup_procs"])  # first: everything from here on is in it
-    layers["oom_score_adj"] = ("1000 (the kernel's first choice when memory runs out)" if kernel.oom_first()
+    # first: everything from here on is in the cgroup
+    layers["oom_score_adj"] = ("1000 (the kernel's first choice when memory runs out)" if kernel.enter_limits(limits)
                                else "unchanged (/proc/self/oom_score_adj refused)")
 
     disk = limits.get("disk_bytes")
-    tmpfs = ""
+    no_tmpfs = ""  # why the folder has no tmpfs ("": it has one)
     if disk and not limits.get("disk_tmpfs", True):
-        tmpfs = "the folder is read afterwards"
+        no_tmpfs = "the folder is read afterwards"
     elif disk and not root:
-        tmpfs = "needs root"
+        no_tmpfs = "needs root"
     elif disk:
         errno = kernel.unshare(kernel.CLONE_NEWNS)
-        tmpfs = f"unshare errno {errno}" if errno else kernel.private_tmpfs(
+        no_tmpfs = f"unshare errno {errno}" if errno else kernel.private_tmpfs(
             workdir, disk, int(limits.get("disk_inodes") or 0) or disk >> 14, AGENT_UID, AGENT_UID)
-    if disk and not tmpfs:
+    if disk and not no_tmpfs:
         layers["disk_limit"] = (f"tmpfs of {gib(disk >> 20)} and {limits.get('disk_inodes')} files over the "
                                 f"private folder, in a mount namespace of its own")
 
@@ -247,10 +246,10 @@ def lock_down(workdir: str, *, memory_mb: int | None, max_processes: int, networ
     if memory_mb:
         limit = int(memory_mb) << 20
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    if disk and tmpfs:
+    if disk and no_tmpfs:
         resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
         layers["disk_limit"] = (f"no file over {gib(disk >> 20)}; the worker adds up the private folder "
-                                f"(no tmpfs: {tmpfs})")
+                                f"(no tmpfs: {no_tmpfs})")
     nproc = _processes_of(uid) + int(max_processes)
     resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     layers["rlimits"] = (f"on (address space {memory_mb} MiB, " if memory_mb else "on (address space unlimited, ") \

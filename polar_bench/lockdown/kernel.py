@@ -20,7 +20,7 @@ _MS_NOSUID, _MS_NODEV, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x4000, 0x40000
 
 __all__ = ["CLONE_NEWNS", "CLONE_NEWUSER", "CLONE_NEWNET", "CLONE_NEWIPC", "CLONE_NEWUTS", "CAP_DAC_READ_SEARCH",
            "libc", "unshare", "capset", "drop_root", "keep_reading_across_exec", "no_new_privs",
-           "join_cgroup", "oom_first", "private_tmpfs"]
+           "join_cgroup", "oom_first", "enter_limits", "private_tmpfs"]
 
 
 def libc():
@@ -102,6 +102,15 @@ def oom_first() -> bool:
         return False
     finally:
         os.close(fd)
+
+
+def enter_limits(limits: dict) -> bool:
+    """The first step of a lockdown, shared by the agent process and the sandbox child: join the memory
+    cgroup the parent made (``limits["cgroup_procs"]``, `TreeLimits.child_config`), if any, and make
+    this process the OOM killer's first choice (`oom_first`'s answer)."""
+    if limits.get("cgroup_procs"):
+        join_cgroup(limits["cgroup_procs"])
+    return oom_first()
 
 
 def private_tmpfs(path: str, size_bytes: int, inodes: int, uid: int, gid: int) -> str:

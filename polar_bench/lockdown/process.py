@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+from typing import TYPE_CHECKING
 
 __all__ = ["kill_process_group", "close_quietly", "end_tree"]
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .limits import TreeLimits
 

@@ -104,9 +104,9 @@ class Episode:
                                "a successful episode needs a finite return")
         seed, length = _int(rec, "seed", where), _int(rec, "length", where)
         assert seed is not None and length is not None  # required
+        index = rec.get("index")  # anything but an integer: absent (the episodes' order)
         return cls(task=task, run=run, seed=seed, ret=ret, length=length, status=status,
-                   index=rec["index"] if isinstance(rec.get("index"), int) and not isinstance(rec.get("index"), bool)
-                   else None,
+                   index=index if isinstance(index, int) and not isinstance(index, bool) else None,
                    error=None if rec.get("error") is None else str(rec.get("error")),
                    wall_seconds=_number(rec, "wall_seconds", where), agent_seconds=_number(rec, "agent_seconds", where),
                    clipped_actions=_int(rec, "clipped_actions", where, required=False),

@@ -204,10 +204,8 @@ def _lock_down(cfg: dict) -> dict:
         vm_bytes = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
 
     kernel = sys.modules["polar_bench_lockdown_kernel"]
-    limits = cfg.get("limits") or {}
-    if limits.get("cgroup_procs"):
-        kernel.join_cgroup(limits["cgroup_procs"])  # the parent's memory cgroup: the limit of what it adds
-    layers["oom_score_adj"] = "1000" if kernel.oom_first() else "unchanged"
+    # the parent's memory cgroup (the limit of what the program adds), as the agent process of evaluate
+    layers["oom_score_adj"] = "1000" if kernel.enter_limits(cfg.get("limits") or {}) else "unchanged"
 
     userns = False
     if "netns" in disabled:
