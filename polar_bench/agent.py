@@ -1,23 +1,11 @@
 """The agent contract, loading ``agent.py`` files, and adapters.
 
 An agent file defines ``make_agent(task: TaskInfo, run: int)`` returning an object with
-``act(observation, info) -> action`` and optionally ``act_batch(observations, infos) -> actions``
-(the lanes of one task and run in one call, see below), ``reset(seed)``, ``close()``,
-``wants_text`` (a bool attribute: put ``info["text"]`` in every step where the task has text) and
-``episode_info()`` (a dict merged into the episode record, e.g. ``{"llm": {...}}``). A module-level
-``AGENT_INFO`` dict gives name, authors, url, training budget and the LLM used, if any.
-
-Batched acting: with ``--envs-per-worker K`` a worker plays K episodes at once. An agent without
-``act_batch`` gets one object per lane and one ``act`` call per lane and step. An agent with
-``act_batch`` gets one object per (task, run), shared by its lanes: ``reset(seed)`` is called for
-each lane's episode, and ``act_batch`` receives the observations and infos of the lanes still
-playing (each info carries ``episode_seed``, so per-episode state such as a generator can be kept
-by seed) and returns one action per observation (a list, or an array with a leading lane axis).
-Its actions must equal what ``act`` would return lane by lane, so that results do not depend on K.
-
-Determinism: ``reset(seed)`` is called with the episode seed before every episode. An agent that
-draws all its randomness from generators seeded there gives the same returns whatever the number of
-workers and whatever episodes the same instance played before.
+``act(observation, info) -> action`` and optionally ``act_batch(observations, infos)``,
+``reset(seed)``, ``close()``, ``wants_text`` and ``episode_info()``, and may set a module-level
+``AGENT_INFO`` dict. `load_agent_module` imports and checks such a file; `FunctionAgent`,
+`SB3Agent`, `RLlibAgent` and `RandomAgent` are ready-made agents. See docs/evaluate.md#the-agent-file
+(and "How it runs" for batched acting and determinism).
 """
 
 from __future__ import annotations
@@ -26,7 +14,7 @@ import hashlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
@@ -91,7 +79,7 @@ def load_agent_module(path: str | Path) -> ModuleType:
     return module
 
 
-def _last_frame_in(frames, path: Path) -> str:
+def _last_frame_in(frames: traceback.StackSummary, path: Path) -> str:
     for fr in reversed(frames):
         if Path(fr.filename).resolve() == path.resolve():
             return f" (line {fr.lineno})"
@@ -102,7 +90,7 @@ def agent_info(module: ModuleType) -> dict:
     return dict(getattr(module, "AGENT_INFO", {}) or {})
 
 
-def build_agent(module: ModuleType, task: TaskInfo, run: int, path: str | Path = "agent.py"):
+def build_agent(module: ModuleType, task: TaskInfo, run: int, path: str | Path = "agent.py") -> Any:
     """Call make_agent and check what it returns; `AgentLoadError` when it raises or returns junk."""
     try:
         agent = module.make_agent(task, run)
@@ -119,11 +107,11 @@ def build_agent(module: ModuleType, task: TaskInfo, run: int, path: str | Path =
 class FunctionAgent:
     """Make any callable ``policy(observation) -> action`` an agent: ``FunctionAgent(policy)``."""
 
-    def __init__(self, policy: Callable[[Any], Any], *, with_info: bool = False):
+    def __init__(self, policy: Callable[..., Any], *, with_info: bool = False):
         self.policy = policy
         self.with_info = with_info
 
-    def act(self, observation, info):
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
         return self.policy(observation, info) if self.with_info else self.policy(observation)
 
 
@@ -214,7 +202,7 @@ class RLlibAgent:
     def reset(self, seed: int) -> None:
         self._torch.manual_seed(seed)
 
-    def act(self, observation, info):
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
         return self.act_batch([observation], [info])[0]
 
     def _array(self, observation: Any) -> np.ndarray:
@@ -225,7 +213,7 @@ class RLlibAgent:
                                  "observations with; pass observation_space= (and dropped=) to RLlibAgent")
         return np.asarray(observation, dtype=np.float32)
 
-    def act_batch(self, observations, infos):
+    def act_batch(self, observations: Sequence[Any], infos: Sequence[dict[str, Any]]) -> list[Any]:
         torch = self._torch
         obs = torch.as_tensor(np.stack([self._array(o) for o in observations]))
         with torch.no_grad():
@@ -256,13 +244,13 @@ class SB3Agent:
         if hasattr(self.model, "set_random_seed"):
             self.model.set_random_seed(seed)
 
-    def act(self, observation, info):
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
         action, _ = self.model.predict(observation, deterministic=self.deterministic)
         if isinstance(self.model.action_space, spaces.Discrete):
             return int(np.asarray(action).reshape(()))
         return np.asarray(action, dtype=np.float32)
 
-    def act_batch(self, observations, infos):
+    def act_batch(self, observations: Sequence[Any], infos: Sequence[dict[str, Any]]) -> list[Any]:
         """The lanes' actions, identical to `act` on each. A discrete policy predicts all lanes in one
         call; a continuous one lane by lane (a float32 matrix product's last bits depend on the
         number of rows, so a batched call would not reproduce `act` bit for bit). A sampling policy
@@ -287,7 +275,7 @@ class RandomAgent:
     def reset(self, seed: int) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def act(self, observation, info):
+    def act(self, observation: Any, info: dict[str, Any]) -> int | np.ndarray:
         if isinstance(self.space, spaces.Discrete):
             return int(self.space.start + self.rng.integers(self.space.n))
         return self.rng.uniform(-1.0, 1.0, size=self.space.shape).astype(np.float32)

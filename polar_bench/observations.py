@@ -1,19 +1,9 @@
 """Turn structured observations into one float32 vector, for agents that want a flat input.
 
-`flatten_space(space)` gives the `Box` of the flat vectors and `flatten_observation(space, obs)`
-flattens one observation of ``space``. The layout, in order:
-
-* ``Box``: its entries, row-major, cast to float32 (bounds kept; a uint8 image becomes 0..255);
-* ``Discrete(n, start)``: a one-hot vector of length ``n`` (entry ``obs - start`` is 1);
-* ``MultiDiscrete(nvec)``: one one-hot vector per entry, concatenated in row-major order;
-* ``MultiBinary``: its 0/1 entries;
-* ``Dict``: its subspaces in the Dict's key order (``space.spaces`` order, sorted by key when the
-  Dict was built from a plain dict); ``Tuple``: its subspaces in order;
-* ``Text``: **skipped** (it contributes no entries). A mission or any other text is for language
-  agents, which read it from the observation itself (BabyAI's ``obs["mission"]``).
-
-For example, BabyAI's ``Dict(direction=Discrete(4), image=Box(7, 7, 3), mission=Text)`` flattens to
-4 + 147 = 151 floats: the one-hot direction, then the image.
+`flatten_space(space)` gives the `Box` of the flat vectors, `flat_size(space)` their length, and
+`flatten_observation(space, obs)` flattens one observation of ``space``: Box entries row-major,
+discrete values one-hot, Dict and Tuple subspaces in order, Text skipped. See
+docs/harnesses.md#flat-observations for the exact layout.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
 """`python -m polar_bench new-harness SOURCE`: write a harness family for a Gymnasium-style environment.
 
-SOURCE is a registered Gymnasium id (``CartPole-v1``, ``ALE/Pong-v5``) or an import path
-``module:Class`` of an environment class that takes no required arguments. The scaffold builds the
-environment once to read its spaces, then writes a small installable plugin package:
-
-* ``<module>.py``: the family, a `polar_bench.harness.adapter.GymnasiumAdapter` subclass whose
-  description, observation and action names, step limit and package are plain class attributes
-  (drafts to review);
-* ``pyproject.toml``: the package, registering the family in the ``polar_bench.harnesses``
-  entry-point group (``pip install -e DIR`` and ``polar_bench.make("<family>/<task>")`` works in every
-  process, evaluate's workers included);
-* ``tests/test_<module>.py``: the conformance suite (`polar_bench.testing.HarnessConformance`) over
-  its task.
-
-With ``--llm``, an LLM (the project's client, `polar_bench.llm.make_client`: the embedded SmolLM2
-model unless configured otherwise) drafts the description and the names of the observation entries
-and discrete actions, from which the text rendering (``name: value`` per entry) is made; its answers
-are constrained to short names and checked, and the conformance test checks the result.
+SOURCE is a registered Gymnasium id or an import path ``module:Class``. The scaffold builds the
+environment once to read its spaces, then writes a small installable plugin package: the family (a
+`polar_bench.harness.adapter.GymnasiumAdapter` subclass whose attributes are drafts to review), its
+``pyproject.toml`` with the entry point, and a conformance test. With ``--llm`` an LLM drafts the
+description and the names. See docs/harnesses.md#scaffolding-a-family-new-harness.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import multiprocessing as mp
 import pickle
 import re
 import warnings
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 __all__ = ["HarnessConformance", "action_sequence", "trajectory"]
 
@@ -33,6 +33,7 @@ from polar_bench.errors import (
     NoTextRenderingError,
     UserError,
 )
+from polar_bench.harness import Harness
 from polar_bench.task_info import TaskInfo
 
 
@@ -44,7 +45,7 @@ def action_sequence(task_info: TaskInfo, n: int, seed: int) -> list:
     return [rng.uniform(-1.0, 1.0, size=space.shape).astype(np.float32) for _ in range(n)]
 
 
-def _digest(obj: Any, h) -> None:
+def _digest(obj: Any, h: hashlib._Hash) -> None:
     if isinstance(obj, dict):
         for k in sorted(obj):
             h.update(str(k).encode())
@@ -83,7 +84,7 @@ def trajectory(task_id: str, overrides: dict, seed: int, n_steps: int, action_se
         harness.close()
 
 
-def _spawned_trajectory(args):
+def _spawned_trajectory(args: tuple[str, dict[str, Any], int, int]) -> list[str]:
     return trajectory(*args)
 
 
@@ -92,22 +93,22 @@ class HarnessConformance:
     overrides: ClassVar[dict] = {}
     determinism_steps: ClassVar[int] = 40
 
-    def pytest_generate_tests(self, metafunc):
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         """Parametrize every test that takes ``task_id`` over the class's ``task_ids``."""
         if "task_id" in metafunc.fixturenames and self.task_ids:
             metafunc.parametrize("task_id", self.task_ids)
 
-    def make(self, task_id: str, **extra):
+    def make(self, task_id: str, **extra: Any) -> Harness:
         return polar_bench.make(task_id, **{**self.overrides, **extra})
 
-    def test_check_env(self, task_id):
+    def test_check_env(self, task_id: str) -> None:
         harness = self.make(task_id)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             check_env(harness, skip_render_check=True)
         harness.close()
 
-    def test_task_info_complete(self, task_id):
+    def test_task_info_complete(self, task_id: str) -> None:
         harness = self.make(task_id)
         info = harness.task_info
         assert info.id == task_id
@@ -119,8 +120,9 @@ class HarnessConformance:
             assert len(info.action_components) == info.action_space.n
             assert all(c.name for c in info.action_components)
         else:
-            assert info.action_space.low.min() == -1.0 and info.action_space.high.max() == 1.0
-            assert len(info.action_components) == int(np.prod(info.action_space.shape))
+            box = cast(spaces.Box, info.action_space)
+            assert box.low.min() == -1.0 and box.high.max() == 1.0
+            assert len(info.action_components) == int(np.prod(box.shape))
         assert info.observation_components, "observation components must be described"
         assert info.max_episode_steps > 0
         assert info.package and info.package_version
@@ -128,7 +130,7 @@ class HarnessConformance:
         assert info.reward_range[0] <= info.reward_range[1]
         harness.close()
 
-    def test_task_info_round_trips_through_json(self, task_id):
+    def test_task_info_round_trips_through_json(self, task_id: str) -> None:
         harness = self.make(task_id)
         info = harness.task_info
         text = json.dumps(info.to_json())
@@ -137,17 +139,17 @@ class HarnessConformance:
         assert again.to_json() == info.to_json()
         harness.close()
 
-    def test_same_seed_same_trajectory(self, task_id):
+    def test_same_seed_same_trajectory(self, task_id: str) -> None:
         a = trajectory(task_id, self.overrides, 123, self.determinism_steps)
         b = trajectory(task_id, self.overrides, 123, self.determinism_steps)
         assert a == b
 
-    def test_different_seeds_differ(self, task_id):
+    def test_different_seeds_differ(self, task_id: str) -> None:
         a = trajectory(task_id, self.overrides, 1, self.determinism_steps)
         b = trajectory(task_id, self.overrides, 2, self.determinism_steps)
         assert a != b
 
-    def test_same_trajectory_in_spawned_process(self, task_id):
+    def test_same_trajectory_in_spawned_process(self, task_id: str) -> None:
         """Also checks that a harness can be built from its id inside a spawned process."""
         here = trajectory(task_id, self.overrides, 7, self.determinism_steps)
         ctx = mp.get_context("spawn")
@@ -155,7 +157,7 @@ class HarnessConformance:
             there = pool.map(_spawned_trajectory, [(task_id, self.overrides, 7, self.determinism_steps)])[0]
         assert here == there
 
-    def test_text_rendering_on_request_only(self, task_id):
+    def test_text_rendering_on_request_only(self, task_id: str) -> None:
         harness = self.make(task_id)
         _, info = harness.reset(seed=0)
         assert "text" not in info
@@ -175,24 +177,25 @@ class HarnessConformance:
         assert isinstance(info["text"], str) and info["text"].strip()
         harness.close()
 
-    def test_invalid_actions_rejected(self, task_id):
+    def test_invalid_actions_rejected(self, task_id: str) -> None:
         harness = self.make(task_id)
         harness.reset(seed=0)
         space = harness.task_info.action_space
         if isinstance(space, spaces.Discrete):
             bad = [space.n, -1, 0.5, "left", None, np.zeros(3, dtype=np.int64), np.float64(1.0)]
         else:
-            bad = [np.zeros(space.shape[0] + 1), np.full(space.shape, np.nan),
-                   np.full(space.shape, np.inf), "fast", None,
+            box = cast(spaces.Box, space)
+            bad = [np.zeros(box.shape[0] + 1), np.full(box.shape, np.nan),
+                   np.full(box.shape, np.inf), "fast", None,
                    # nothing that numpy would convert quietly: strings, booleans, complex numbers
-                   ["0.5"] * space.shape[0], [True] * space.shape[0], np.zeros(space.shape, complex) + 1j]
+                   ["0.5"] * box.shape[0], [True] * box.shape[0], np.zeros(box.shape, np.complex128) + 1j]
         for action in bad:
             with pytest.raises(InvalidActionError) as err:
                 harness.step(action)
             assert task_id in str(err.value)
         harness.close()
 
-    def test_out_of_range_continuous_actions_are_clipped_and_counted(self, task_id):
+    def test_out_of_range_continuous_actions_are_clipped_and_counted(self, task_id: str) -> None:
         harness = self.make(task_id)
         space = harness.task_info.action_space
         if not isinstance(space, spaces.Box):
@@ -205,7 +208,7 @@ class HarnessConformance:
         assert info["clipped_actions"] == 1
         harness.close()
 
-    def test_step_after_episode_end_raises(self, task_id):
+    def test_step_after_episode_end_raises(self, task_id: str) -> None:
         harness = self.make(task_id, max_episode_steps=3)
         with pytest.raises(EpisodeOverError):
             harness.step(action_sequence(harness.task_info, 1, 0)[0])
@@ -224,7 +227,7 @@ class HarnessConformance:
         harness.reset(seed=1)  # a new episode works again
         harness.close()
 
-    def test_options_are_checked_alike_in_every_family(self, task_id):
+    def test_options_are_checked_alike_in_every_family(self, task_id: str) -> None:
         # The same checks, from the base class, for every family: a positive integer step limit, a
         # boolean text flag, and one error naming the task and the options its family accepts.
         for bad in (0, -5, 2.5, True, "10"):
@@ -253,7 +256,7 @@ class HarnessConformance:
         copy = pickle.loads(pickle.dumps(error))  # errors cross worker processes
         assert type(copy) is HarnessOptionError and str(copy) == str(error) and copy.task_id == task_id
 
-    def test_close_is_idempotent(self, task_id):
+    def test_close_is_idempotent(self, task_id: str) -> None:
         harness = self.make(task_id)
         harness.reset(seed=0)
         harness.close()

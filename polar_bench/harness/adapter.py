@@ -1,23 +1,17 @@
 """`GymnasiumAdapter`: a harness family over any Gymnasium-style environment in a few lines.
 
-A Gymnasium-style environment has ``reset(seed=...) -> (observation, info)``,
-``step(action) -> (observation, reward, terminated, truncated, info)``, ``close()`` and
-``observation_space``/``action_space`` (Discrete or Box actions). A family over such environments
-subclasses `GymnasiumAdapter` and says, as class attributes, what the environment cannot say about
-itself: its tasks (name -> a function that builds the environment), the goal in words, the names
-of the observation components and discrete actions, the step limit and the package behind it.
-Everything else (spaces, action rescaling, seeding through ``reset(seed=...)``, the `TaskInfo`) is
-derived. ``render_text`` renders a 1-D Box observation as ``name: value`` pairs and a Discrete one
-as its name or number; override `observation_text` for anything else (images, dicts), or leave it,
-and the family says it has no text rendering. docs/harnesses.md ("Adapters in minutes") walks
-through an example; ``python -m polar_bench new-harness`` writes such a family for you.
+A family subclasses `GymnasiumAdapter` and states, as class attributes, what the environment cannot
+say about itself (its tasks, goal, component and action names, step limit and package); the adapter
+derives the rest: spaces, action rescaling, seeding, the `TaskInfo` and a ``name: value`` text
+rendering (`observation_text`). ``python -m polar_bench new-harness`` writes such a family for you.
+See docs/harnesses.md#adapters-in-minutes.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, SupportsFloat
 
 import numpy as np
 from gymnasium import spaces
@@ -112,10 +106,10 @@ class GymnasiumAdapter(Harness):
             native_id=f"{type(self._env).__module__}:{type(self._env).__name__}",
         ), native_act)
 
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[Any, dict[str, Any]]:
         return self._env.reset(seed=seed)
 
-    def _native_step(self, action: Any):
+    def _native_step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         return self._env.step(action)
 
     def _native_close(self) -> None:

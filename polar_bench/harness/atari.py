@@ -1,25 +1,10 @@
 """`atari/<Game>`: the 26 games of the Atari 100k benchmark through ale-py, under its published protocol.
 
-Task ids are the game names of the benchmark (Kaiser et al. 2019) as the published per-run scores spell
-them (``polar_bench/data/atari100k``): ``atari/Alien`` ... ``atari/UpNDown``. docs/families/atari.md
-gives every setting with its source; in short, by default:
-
-* ALE (ale-py 0.12, ROMs inside the wheel) with no sticky actions (``repeat_action_probability=0``)
-  and the minimal action set of the game;
-* each agent step repeats the action for 4 emulator frames, sums their rewards, and observes the
-  pixel-wise maximum of the grayscale screens of the last two frames, resized to 84x84 (area
-  averaging);
-* the observation stacks the last ``frame_stack`` (4) such frames, oldest first, zeros before the
-  episode's first;
-* an episode starts with 1 to ``noop_max`` (30) no-op frames, their number drawn from the episode
-  seed, and lasts until the game is over or 27,000 agent steps (108,000 frames) have passed, which
-  is a truncation;
-* losing a life is not the end of an episode; ``terminal_on_life_loss=True`` (a training option)
-  makes it one, and then ``reset()`` without a seed continues the same game (as Dopamine's runner
-  and the ``EpisodicLifeEnv`` of OpenAI baselines do) while ``reset(seed=s)`` always starts a new one.
-
-``reset(seed=s)`` fully determines the episode: with sticky actions off the emulator is deterministic,
-every episode starts from the same saved power-on state, and the no-op count is drawn from ``s``.
+Task ids are the benchmark's game names (``atari/Alien`` ... ``atari/UpNDown``). By default: no
+sticky actions, the minimal action set, 4 frames per step max-pooled over the last two, 84x84
+grayscale, the last 4 frames stacked, 1-30 no-op frames drawn from the episode seed, a lost life
+does not end the episode, and 27,000 steps at most; ``reset(seed=s)`` fully determines the episode.
+See docs/families/atari.md for every setting, its source and the checks.
 """
 
 from __future__ import annotations
@@ -189,6 +174,20 @@ def resize_84(frame: np.ndarray) -> np.ndarray:
     return out
 
 
+def _check_family_options(task_id: str, name: str, frame_stack: Any, noop_max: Any, terminal_on_life_loss: Any,
+                          full_action_space: Any) -> None:
+    """`HarnessOptionError` for an unknown game or a bad value of one of the family's options."""
+    if name not in GAMES:
+        raise HarnessOptionError(task_id, f"{task_id}: unknown Atari 100k game; known: {', '.join(sorted(GAMES))}")
+    for key, value, low in (("frame_stack", frame_stack, 1), ("noop_max", noop_max, 0)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < low:
+            raise HarnessOptionError(task_id, f"{task_id}: {key} must be an integer >= {low}, got {value!r}")
+    for key, flag in (("terminal_on_life_loss", terminal_on_life_loss),
+                      ("full_action_space", full_action_space)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise HarnessOptionError(task_id, f"{task_id}: {key} must be True or False, got {flag!r}")
+
+
 class AtariHarness(Harness):
     """Harness over one Atari 100k game (``atari/Pong``, ...); see the module docstring."""
 
@@ -203,21 +202,28 @@ class AtariHarness(Harness):
                  full_action_space: bool = False) -> None:
         super().__init__(text=text)
         task_id = f"atari/{name}"
-        if name not in GAMES:
-            raise HarnessOptionError(task_id, f"{task_id}: unknown Atari 100k game; known: {', '.join(sorted(GAMES))}")
-        for key, value, low in (("frame_stack", frame_stack, 1), ("noop_max", noop_max, 0)):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)) or value < low:
-                raise HarnessOptionError(task_id, f"{task_id}: {key} must be an integer >= {low}, got {value!r}")
-        for key, flag in (("terminal_on_life_loss", terminal_on_life_loss),
-                          ("full_action_space", full_action_space)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise HarnessOptionError(task_id, f"{task_id}: {key} must be True or False, got {flag!r}")
+        _check_family_options(task_id, name, frame_stack, noop_max, terminal_on_life_loss, full_action_space)
         self._stack_n = int(frame_stack)
         self._noop_max = int(noop_max)
         self._life_loss_ends = bool(terminal_on_life_loss)
         steps = MAX_EPISODE_STEPS if max_episode_steps is None else int(max_episode_steps)
 
         ale_py = require("ale_py", "atari", "the Atari tasks")
+        action_set = self._start_emulator(ale_py, name, full_action_space)
+        self._screens = np.zeros((2, *SCREEN), np.uint8)
+        self._pooled = np.zeros(SCREEN, np.uint8)
+        self._resize = _Resizer()
+        self._stack = np.zeros((SIZE, SIZE, self._stack_n), np.uint8)
+        self._frame = np.zeros((SIZE, SIZE), np.uint8)
+        self._lives_left = 0
+        self._game_steps = 0          # agent steps since the game started (across life-loss episodes)
+        self._resume = False          # the last episode ended by a life loss with the game still on
+        self._explicit_seed = True
+        self._max_game_steps = steps
+        self._finish_setup(self._task_info(task_id, name, steps, action_set, bool(full_action_space), ale_py))
+
+    def _start_emulator(self, ale_py: Any, name: str, full_action_space: bool) -> list[Any]:
+        """Load the game's ROM into a new ALE at its power-on state; returns the action set."""
         ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
         ale = ale_py.ALEInterface()
         ale.setFloat("repeat_action_probability", 0.0)  # no sticky actions
@@ -240,17 +246,11 @@ class AtariHarness(Harness):
         self._grab = ale.getScreenGrayscale
         self._game_over = ale.game_over
         self._lives = ale.lives
-        self._screens = np.zeros((2, *SCREEN), np.uint8)
-        self._pooled = np.zeros(SCREEN, np.uint8)
-        self._resize = _Resizer()
-        self._stack = np.zeros((SIZE, SIZE, self._stack_n), np.uint8)
-        self._frame = np.zeros((SIZE, SIZE), np.uint8)
-        self._lives_left = 0
-        self._game_steps = 0          # agent steps since the game started (across life-loss episodes)
-        self._resume = False          # the last episode ended by a life loss with the game still on
-        self._explicit_seed = True
-        self._max_game_steps = steps
+        return action_set
 
+    def _task_info(self, task_id: str, name: str, steps: int, action_set: list[Any], full_action_space: bool,
+                   ale_py: Any) -> TaskInfo:
+        """The task's `TaskInfo`, whose description states the protocol under this harness's options."""
         noop_words = (f"1-{self._noop_max} no-op frames at the start drawn from the episode seed"
                       if self._noop_max else "no no-op frames at the start")
         stack_words = "the last frame" if self._stack_n == 1 else f"the last {self._stack_n} frames, oldest first"
@@ -258,7 +258,7 @@ class AtariHarness(Harness):
                      "game)" if self._life_loss_ends else "losing a life does not end the episode")
         recorded = {"frame_stack": self._stack_n, "noop_max": self._noop_max,
                     "terminal_on_life_loss": self._life_loss_ends, "full_action_space": bool(full_action_space)}
-        info = TaskInfo(
+        return TaskInfo(
             id=task_id,
             domain="atari100k",
             description=(
@@ -286,10 +286,10 @@ class AtariHarness(Harness):
             native_id=f"ALE/{name}-v5",
             options=recorded,
         )
-        self._finish_setup(info)
 
     # ----------------------------------------------------------------- episodes
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         self._explicit_seed = seed is not None
         return super().reset(seed=seed, options=options)
 
@@ -297,7 +297,7 @@ class AtariHarness(Harness):
         """How many no-op frames start the episode with ``seed`` (see `noop_count`)."""
         return noop_count(seed, self._noop_max)
 
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
         if self._resume and not self._explicit_seed:
             # terminal_on_life_loss: the previous episode was one life of a game that goes on.
             self._resume = False
@@ -318,7 +318,7 @@ class AtariHarness(Harness):
         self._game_steps = 0
         return self._stack.copy(), {"lives": self._lives_left, "noops": noops}
 
-    def _native_step(self, action: int):
+    def _native_step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         act, grab, game_over, screens = self._act, self._grab, self._game_over, self._screens
         native = self._actions[action]
         reward = 0.0

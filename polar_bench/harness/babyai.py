@@ -1,25 +1,9 @@
 """`babyai/<Level>`: the BabyAI levels of Minigrid (``BabyAI-<Level>-v<N>``).
 
-* **Ids.** One per registered BabyAI level, without the prefix and version suffix (the latest
-  registered version is used: ``babyai/GoToObjS6`` is ``BabyAI-GoToObjS6-v1``, every other level is
-  ``-v0``).
-* **Observation.** The native dict, in the key order of its `gymnasium.spaces.Dict`:
-  ``direction`` (``Discrete(4)``: 0 east, 1 south, 2 west, 3 north), ``image`` (``7x7x3`` uint8,
-  the agent's egocentric view; ``image[i, j]`` is the cell ``3 - i`` to the left and ``6 - j`` ahead
-  of the agent, encoded as ``(object, colour, state)`` with Minigrid's index tables) and
-  ``mission`` (a `gymnasium.spaces.Text` of lowercase letters, space and comma, at most
-  `MISSION_MAX_LENGTH` characters: the longest sentence the BabyAI grammar can produce).
-* **Action.** ``Discrete(7)``: turn left, turn right, move forward, pick up, drop, toggle (open),
-  done.
-* **Episodes.** The level sets its own step limit at every reset (``num_navs x room_size^2 x
-  rooms`` for most levels; it is in ``info["max_steps"]`` at reset and the native env truncates
-  there). ``TaskInfo.max_episode_steps`` is the largest limit the level can set. Reward
-  ``1 - 0.9 * steps / limit`` on success, 0 otherwise.
-* **Seeding.** ``reset(seed=s)`` seeds the level generator; the same seed gives the same level,
-  mission and dynamics.
-* **Quiet.** The level generator prints a line to stdout whenever it rejects a sampled level;
-  the harness sends Python's stdout to a sink during reset (Minigrid is pure Python, so no C-level
-  output needs redirecting).
+One task per registered level (its latest version). The observation is Minigrid's dict (heading,
+7x7 egocentric view, mission), the 7 actions are Minigrid's, the level sets its own step limit at
+every reset and ``reset(seed=s)`` seeds the level generator; `describe_view` renders what the
+agent sees as text. See docs/families/babyai.md.
 """
 
 from __future__ import annotations
@@ -27,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import re
 import string
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, SupportsFloat
 
 import numpy as np
 from gymnasium import spaces
@@ -105,7 +90,7 @@ def _level_ids() -> dict[str, str]:
 _LEVELS: tuple[int, dict[str, str]] | None = None
 
 
-def _latest_levels(registry) -> dict[str, str]:
+def _latest_levels(registry: Iterable[str]) -> dict[str, str]:
     best: dict[str, tuple[int, str]] = {}
     for env_id in registry:
         m = _ID.match(env_id)
@@ -116,14 +101,14 @@ def _latest_levels(registry) -> dict[str, str]:
     return {level: env_id for level, (_, env_id) in best.items()}
 
 
-def _level_description(env) -> str:
+def _level_description(env: Any) -> str:
     """The '## Description' section of the level class's docstring, on one line."""
     doc = type(env).__doc__ or ""
     m = re.search(r"##\s*Description\s*(.*?)(?:\n\s*##|\Z)", doc, re.S)
     return " ".join(m.group(1).split()) if m else ""
 
 
-def _max_steps_bound(env, max_steps_after_reset: int) -> int:
+def _max_steps_bound(env: Any, max_steps_after_reset: int) -> int:
     """The largest per-episode step limit the level can set."""
     if getattr(env, "fixed_max_steps", True):
         return int(env.max_steps)
@@ -286,7 +271,7 @@ class BabyAIHarness(Harness):
         )
         self._finish_setup(info)
 
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
         with contextlib.redirect_stdout(_SINK):
             obs: dict[str, Any]
             obs, native_info = self._env.reset(seed=seed)
@@ -294,11 +279,11 @@ class BabyAIHarness(Harness):
         info["max_steps"] = int(self._env.max_steps)
         return obs, info
 
-    def _native_step(self, action):
+    def _native_step(self, action: int) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         return self._env.step(action)
 
     def _native_close(self) -> None:
         self._env.close()
 
-    def _render_text(self, observation) -> str:
+    def _render_text(self, observation: dict[str, Any]) -> str:
         return describe_view(observation["image"], observation["direction"], observation["mission"])

@@ -1,26 +1,10 @@
 """The `Harness` base class: one `gymnasium.Env` in front of every native environment.
 
 A family subclasses `Harness` and implements five small hooks (`_native_reset`, `_native_step`,
-`_native_close`, `_render_text` and the constructor that builds the native env and the
-`TaskInfo`). The base class owns everything that must behave the same on every family:
-
-* seeding: every episode has an explicit integer seed (drawn from the harness's own generator when
-  ``reset()`` is called without one) and ``reset(seed=s)`` fully determines the episode;
-* action checking: discrete actions must be integers in range; continuous actions must have the
-  right shape and be finite, arrive in [-1, 1], are clipped there (counted in
-  ``info["clipped_actions"]``) and rescaled to the native bounds;
-* the step limit (``TaskInfo.max_episode_steps``), after which the episode is truncated;
-* the reward range: a step's reward outside ``TaskInfo.reward_range`` (or NaN) is the native
-  env's fault, a `HarnessError`, so every recorded episode keeps the bounds that `return_bounds`
-  derives from it (the leaderboard's ``bounds`` check rejects returns no episode can have);
-* fault isolation: any exception of the native env becomes one `HarnessError` naming task, seed
-  and step; ``step()`` after the end of an episode raises `EpisodeOverError`; ``close()`` is
-  idempotent;
-* text on request: with ``text=True`` (or `request_text`) every ``info`` carries ``"text"``;
-* options: before a family's ``__init__`` runs, the options it is given are checked once, the same
-  way for every family (`Harness.check_options`): ``max_episode_steps`` is None or a positive
-  integer, ``text`` is True or False, and an option the family does not accept (`accepted_options`)
-  raises one `HarnessOptionError` that names the task and the options its family accepts.
+`_native_close`, `_render_text` and the constructor that builds the native env and the `TaskInfo`).
+The base class owns what must behave the same in every family: seeding, action checks and
+rescaling, the step limit, the reward range, option checks, fault isolation and text on request.
+See docs/harnesses.md for what each of them guarantees.
 """
 
 from __future__ import annotations
@@ -28,7 +12,7 @@ from __future__ import annotations
 import inspect
 import traceback
 from collections.abc import Mapping
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, SupportsFloat, TypeVar
 
 import gymnasium
 import numpy as np
@@ -189,10 +173,10 @@ class Harness(gymnasium.Env):
         check_common_options(task_id, options)
 
     # ----------------------------------------------------------------- hooks
-    def _native_reset(self, seed: int) -> tuple[Any, dict]:
+    def _native_reset(self, seed: int) -> tuple[Any, dict[str, Any]]:
         raise NotImplementedError
 
-    def _native_step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+    def _native_step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         raise NotImplementedError
 
     def _native_close(self) -> None:
@@ -205,14 +189,14 @@ class Harness(gymnasium.Env):
     _lazy_seed: int | None = None
 
     @property
-    def _np_random(self):  # overrides gymnasium.Env's attribute; see reset()
+    def _np_random(self) -> np.random.Generator | None:  # overrides gymnasium.Env's attribute; see reset()
         if self._lazy_seed is not None:
             seed, self._lazy_seed = self._lazy_seed, None
             self.__dict__["_rng"], self._np_random_seed = seeding.np_random(seed)
         return self.__dict__.get("_rng")
 
     @_np_random.setter
-    def _np_random(self, value) -> None:
+    def _np_random(self, value: np.random.Generator | None) -> None:
         self._lazy_seed = None
         self.__dict__["_rng"] = value
 
@@ -231,7 +215,8 @@ class Harness(gymnasium.Env):
     def episode_seed(self) -> int | None:
         return self._episode_seed
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if self._closed:
             raise HarnessClosedError(f"{self.task_info.id}: reset() after close(); make a new harness")
         if seed is None:
@@ -260,7 +245,7 @@ class Harness(gymnasium.Env):
             info["text"] = self._render_text(obs)
         return obs, info
 
-    def step(self, action):
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self._needs_reset:
             if self._closed:
                 raise HarnessClosedError(f"{self.task_info.id}: step() after close(); make a new harness")
@@ -316,14 +301,14 @@ class Harness(gymnasium.Env):
         except Exception:  # noqa: BLE001 - closing must never raise twice or mask a real error
             pass
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # noqa: BLE001
             pass
 
     # ----------------------------------------------------------------- actions
-    def _convert_action(self, action):
+    def _convert_action(self, action: Any) -> int | np.ndarray:
         if self._discrete_n:
             if isinstance(action, (int, np.integer)) and not isinstance(action, (bool, np.bool_)):
                 a = int(action)

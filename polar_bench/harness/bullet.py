@@ -1,22 +1,10 @@
 """`bullet/<name>`: PyBullet's locomotion tasks for the morphologies Gymnasium's MuJoCo tasks also have.
 
-Tasks: ``bullet/HalfCheetah``, ``bullet/Hopper``, ``bullet/Walker2d``, ``bullet/Ant`` and
-``bullet/Humanoid``: pybullet_envs' ``HalfCheetahBulletEnv-v0``, ``HopperBulletEnv-v0``,
-``Walker2DBulletEnv-v0``, ``AntBulletEnv-v0`` and ``HumanoidBulletEnv-v0`` (pybullet 3.2.7), the
-counterparts of ``mujoco/<name>-v5``. docs/families/bullet.md gives the correspondence of
-observations and actions between the two engines, and where there is none.
-
-pybullet_envs is written for the old ``gym`` API and its package ``__init__`` registers every env in
-old gym's registry, which fails with gym 0.26. The harness imports the locomotion modules without that
-``__init__`` (a bare package module over the same folder) and drives them through their own methods;
-those modules still ``import gym`` (for ``gym.spaces`` and seeding), so the family needs gym 0.26.2,
-the version procgen-mirror already requires. PyBullet's C code prints to file descriptor 1 when a
-physics client connects; the harness silences that descriptor meanwhile.
-
-Seeding: every ``reset(seed=s)`` builds a new physics client, scene and robot (about 20-40 ms; PyBullet
-keeps contact and solver state across its own resets, so reusing a client would make an episode
-depend on the ones before it), then seeds the robot's initial joint noise from ``s``. So
-``reset(seed=s)`` fully determines the episode, as the conformance suite checks in a fresh process.
+``bullet/HalfCheetah``, ``Hopper``, ``Walker2d``, ``Ant`` and ``Humanoid`` (pybullet_envs'
+``*BulletEnv-v0``), the counterparts of ``mujoco/<name>-v5``. The harness loads pybullet_envs'
+locomotion modules without the package's old-gym ``__init__``, silences PyBullet's C output, and
+builds a new physics client at every ``reset(seed=s)``, so that the seed fully determines the
+episode. See docs/families/bullet.md.
 """
 
 from __future__ import annotations
@@ -198,12 +186,12 @@ class BulletHarness(Harness):
             env.physicsClientId = -1
 
     # ----------------------------------------------------------------- hooks
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
         self._close_env(self._env)
         self._env = self._build(seed)
         return np.asarray(self._env._polar_first_obs, dtype=np.float32), {}  # noqa: SLF001
 
-    def _native_step(self, action: np.ndarray):
+    def _native_step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         obs, reward, done, _ = self._env.step(action)
         # pybullet_envs ends an episode only when the body falls (never for the cheetah): a termination.
         return np.asarray(obs, dtype=np.float32), float(reward), bool(done), False, {}

@@ -1,33 +1,16 @@
 """`crafter/<task>`: Crafter (Hafner, 2021), an open-world survival game scored by its 22 achievements.
 
-Tasks: ``crafter/Reward`` (Crafter's reward: +1 the first time each achievement is unlocked in an
-episode, and the change in health / 10 on every step) and ``crafter/NoReward`` (reward always 0, for
-unsupervised agents; achievements are still reported). The observation is Crafter's 64 x 64 RGB image
-(a 9 x 7 local view above a 9 x 2 inventory strip); the 17 actions are Crafter's own.
-
-Every step's ``info`` carries ``achievements`` (name -> times unlocked this episode), ``inventory``
-(health, food, drink, energy and the items) and, at the end of an episode, ``achievements_unlocked``
-(the sorted names unlocked at least once), which evaluate also keeps in the episode's record
-(``"harness": {"achievements": [...]}``); the Crafter score of a set of episodes is computed from
-those (``crafter_score``). ``render_text`` (``info["text"]`` on request) describes the player's view
-in words: the 9 x 7 grid of materials and creatures, the nearest thing of each kind with its offset,
-what the player faces, its status and its inventory.
-
-Seeding: Crafter seeds each world from ``hash((env seed, episode number))``; the harness sets the env
-seed to the episode seed and the episode number to 0 before each reset, so ``reset(seed=s)`` always
-builds the same world (integer hashes do not depend on ``PYTHONHASHSEED``). Crafter keeps the
-creatures of each map chunk in a Python ``set`` and picks the one to despawn by its index in that
-set's iteration order, which follows memory addresses: the same seed and actions then gave episodes
-of different lengths (random play, crafter/NoReward seed 3: 366 and 158 steps in one process). The
-harness replaces those sets with insertion-ordered ones (`_OrderedSet`), so ``reset(seed=s)`` fully
-determines the episode. Episodes end when health
-reaches 0 (terminated) or after ``max_episode_steps`` (default 10,000, Crafter's own; truncated).
+``crafter/Reward`` (Crafter's reward) and ``crafter/NoReward`` (always 0). The observation is
+Crafter's 64 x 64 RGB image; ``info`` reports achievements and inventory, the episode record keeps
+the achievements unlocked (`crafter_score` scores them) and ``render_text`` describes the player's
+view. Crafter's chunk sets are replaced by insertion-ordered ones (`_OrderedSet`) so that
+``reset(seed=s)`` fully determines the episode. See docs/families/crafter.md.
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -89,7 +72,7 @@ class CrafterHarness(Harness):
 
         steps = 10_000 if max_episode_steps is None else int(max_episode_steps)
         self._env = crafter.Env(reward=name == "Reward", length=steps, seed=0)
-        _order_chunks(self._env._world)  # noqa: SLF001 - see the module docstring, "Seeding"
+        _order_chunks(self._env._world)  # noqa: SLF001 - see docs/families/crafter.md, "Seeding"
         self._actions = list(constants.actions)
         self._achievements = list(constants.achievements)
         self._item_max = {k: v["max"] for k, v in constants.items.items()}
@@ -124,7 +107,7 @@ class CrafterHarness(Harness):
         self._finish_setup(info)
 
     # ----------------------------------------------------------------- hooks
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
         env = self._env
         env._seed = seed  # noqa: SLF001 - crafter.Env.reset() takes no seed; it seeds from (_seed, _episode)
         env._episode = 0  # noqa: SLF001 - idem: reset() adds 1, so every episode seed gives one world
@@ -132,7 +115,7 @@ class CrafterHarness(Harness):
         return obs, {"achievements": dict.fromkeys(self._achievements, 0),
                      "inventory": dict(env._player.inventory)}  # noqa: SLF001 - the player is not public
 
-    def _native_step(self, action: int):
+    def _native_step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         obs, reward, done, native = self._env.step(action)
         info: dict[str, Any] = {"achievements": native["achievements"], "inventory": native["inventory"]}
         dead = native["discount"] == 0.0
@@ -164,7 +147,7 @@ class _OrderedSet:
     def remove(self, item: Any) -> None:
         del self._items[item]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._items)
 
     def __len__(self) -> int:

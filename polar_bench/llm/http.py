@@ -1,18 +1,10 @@
 """The OpenAI-compatible HTTP backend: ``POST {base_url}/chat/completions``, standard library only.
 
-Works with OpenAI, vLLM, llama.cpp's servers (``python -m llama_cpp.server``, ``llama-server``),
-Ollama's ``/v1``, LM Studio, and anything else that speaks the Chat Completions API. Only ``urllib`` is
-used: one blocking JSON request per call needs no HTTP client library, and the embedded default must
-not pull one in.
-
-The key is read from an environment variable (``api_key_env``, default ``OPENAI_API_KEY``), never
-from a file or an argument, so that it cannot end up in a trace or a results file. No variable, or an
-empty one: no ``Authorization`` header (local servers need none).
-
-Constraints: with ``grammar=True`` the GBNF text is sent as the request's ``grammar`` field, which
-llama.cpp's servers enforce while decoding; other servers reject or ignore that field, so by default
-(``grammar=False``) a constraint is told to the model in words and its answer parsed (see
-`polar_bench.llm.LLMClient`).
+Works with OpenAI, vLLM, llama.cpp's servers, Ollama's ``/v1``, LM Studio and anything else that
+speaks the Chat Completions API. The key is read from an environment variable at every call, never
+from an argument, so it cannot reach a trace or a results file; with ``grammar=True`` a constraint's
+GBNF goes in the request's ``grammar`` field (llama.cpp), otherwise it is told in words and the answer
+parsed. See docs/llm.md#backends.
 """
 
 from __future__ import annotations

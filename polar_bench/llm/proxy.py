@@ -1,31 +1,11 @@
 """The OpenAI-compatible LLM proxy that `evaluate` puts in front of every agent process.
 
-Each evaluation worker runs one `LLMProxy` in a thread. The isolated agent process reaches it at
-``OPENAI_BASE_URL`` = ``http://127.0.0.1:PORT/a/<token>/v1``, the one address of its network namespace;
-the proxy forwards ``POST /v1/chat/completions`` and ``POST /v1/completions`` (``stream: true``
-included) and ``GET /v1/models`` to the upstream (``evaluate --llm-upstream``).
-
-Attribution: every agent slot (one per lane, or one per (task, run) for ``act_batch`` agents) gets its
-own random token, set in the agent process's environment while that slot's agent runs. The worker
-opens an episode on the token when the episode starts, tells it the step before each act round
-trip, and closes it when the episode ends, so each call is counted for its (task, run, seed, step) by
-the proxy itself, from the upstream's own ``usage``; nothing the agent reports is trusted. A call
-on a token with no episode in progress (from ``make_agent``, say) is refused with 409; one on a
-token whose act_batch serves several episodes at once with 409 as well (attribution would be a guess).
-
-Streaming: the proxy makes one non-streaming upstream call and sends its result to the agent as
-server-sent events, so that token counts and logprobs come from the upstream's usage exactly.
-Budgets (`LLMBudget`) are checked before each call: over budget, the proxy answers 429 and marks the
-episode, which the worker then ends with ``agent_error`` "LLM budget exceeded". Identical requests
-(same endpoint and body) in the same episode seed are answered from a cache; a hit counts as a call
-with the tokens of the original answer (so the counts do not depend on the cache) and ~0 seconds.
-Where the agent sends no ``seed``, the proxy sends the episode seed, so that sampling upstreams
-that honour seeds are reproducible.
-
-Upstream ``"embedded"``: the SmolLM2 of ``python -m polar_bench.llm.server``, started by the proxy in a
-process of its own at the first call that needs it (so a worker whose agent never calls an LLM loads
-no model) and stopped by `shutdown`. It returns prompt and completion token ids and the sampled
-tokens' logprobs, which the trajectory lines keep.
+Each evaluation worker runs one `LLMProxy` in a thread; the agent process reaches it at its slot's
+``OPENAI_BASE_URL`` (a random token per agent slot), and the proxy forwards the chat, completions and
+models routes to the upstream (``evaluate --llm-upstream``; by default the embedded server it starts
+at the first call). It attributes each call to its episode and step, counts it from the upstream's
+own usage, applies the budgets (`LLMBudget`) and caches identical requests of an episode seed.
+See docs/llm.md#any-agent-framework-the-llm-proxy.
 """
 
 from __future__ import annotations

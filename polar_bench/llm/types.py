@@ -107,7 +107,7 @@ class Choices:
     options: tuple[str, ...]
     fallback: str | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if isinstance(self.options, str):
             raise ValueError(f"Choices needs a sequence of strings, got the string {self.options!r}")
         opts = tuple(self.options)
@@ -152,7 +152,7 @@ class Grammar:
     fallback: str | None = None
     description: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.gbnf, str) or "::=" not in self.gbnf:
             raise ValueError(f"Grammar needs GBNF text with at least one rule 'name ::= ...', got {self.gbnf!r:.80}")
         if "root" not in re.findall(r"^\s*([\w-]+)\s*::=", self.gbnf, flags=re.M):
@@ -183,7 +183,7 @@ class Request:
     temperature: float = 0.0
     max_tokens: int = 64
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         msgs = tuple(dict(m) for m in self.messages)
         if not msgs:
             raise ValueError("an LLM request needs at least one message")

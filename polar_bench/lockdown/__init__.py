@@ -1,16 +1,10 @@
 """The lockdown toolkit shared by the agent process of `evaluate` and the code sandbox.
 
-Its modules import only the standard library (and numpy for `wire`), because the sandbox child loads
-them by file path in an interpreter started with ``python -I -S``, before it locks itself down:
-
-- `wire`: the plain-data encoding of everything that crosses a pipe from an untrusted process;
-- `seccomp`: installing a seccomp BPF program;
-- `kernel`: the calls a process makes to lock itself down (namespaces, capabilities, privileges,
-  no_new_privs, joining a memory cgroup, ``oom_score_adj``, a size-limited tmpfs);
-- `limits`: the trusted parent's side of the memory and disk limits (`TreeLimits`: the cgroup or the
-  watchdog, and the reason when a limit ended the tree). Only the parent imports it.
-
-docs/evaluate.md ("Isolation: what is guaranteed") and docs/sandbox.md say what each layer does.
+`wire` (the plain-data pipe format), `seccomp` (installing a BPF program), `kernel` (the calls a
+process makes to lock itself down) and `limits` (the trusted parent's side of the memory and disk
+limits). `wire`, `seccomp` and `kernel` import only the standard library (and numpy for `wire`): the
+sandbox child loads them by file path. See docs/sandbox.md#the-lockdown-toolkit; docs/evaluate.md
+("Isolation: what is guaranteed") and docs/sandbox.md say what each layer does.
 """
 
 from pathlib import Path

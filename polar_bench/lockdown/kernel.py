@@ -23,7 +23,7 @@ __all__ = ["CLONE_NEWNS", "CLONE_NEWUSER", "CLONE_NEWNET", "CLONE_NEWIPC", "CLON
            "join_cgroup", "oom_first", "enter_limits", "private_tmpfs"]
 
 
-def libc():
+def libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 

@@ -2,23 +2,9 @@
 
 `TreeLimits` is made before the untrusted process starts and closed after it is gone. The process
 itself joins the cgroup, raises its OOM score and mounts its folder (`polar_bench.lockdown.kernel`,
-with `TreeLimits.child_config`); the parent watches, kills the whole tree when a limit is crossed
-and says why (`TreeLimits.reason`).
-
-Memory, for the process and everything it starts together:
-
-- **cgroup v2** where the cgroup this process is in can delegate the memory controller to a child
-  cgroup: ``memory.max`` (and ``memory.swap.max``), ``memory.oom.group`` so that the kernel kills
-  the whole tree at once;
-- **cgroup v1** where a memory hierarchy is mounted and this process may create a cgroup in it
-  (root, usually): ``memory.limit_in_bytes`` (and the memory+swap limit), the OOM event read from
-  an eventfd;
-- otherwise a **watchdog** thread that adds up the resident memory of the tree's process group
-  five times a second (coarser: what is allocated between two looks is not seen).
-
-Disk: the process mounts a size-limited tmpfs over its private folder in a mount namespace of its
-own where it can (root, or a user namespace); otherwise a file-size rlimit holds each file and the
-watchdog adds up the folder.
+with `TreeLimits.child_config`); the parent watches (a cgroup v2 or v1 memory limit, else a
+watchdog thread), kills the whole tree when a limit is crossed and says why (`TreeLimits.reason`).
+See docs/sandbox.md#the-lockdown-toolkit.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """The compact binary format of the sandbox pipe, safe to decode from an untrusted peer.
 
-Both directions use it: observations go down to the child, actions and reports come back up.
-Decoding builds only plain data -- ``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``,
-``list``, ``tuple``, ``dict`` and numeric numpy arrays and scalars -- and never calls anything the
-bytes name (unlike pickle, whose decoding can run arbitrary code). Every length is checked against
-the bytes actually present, nesting is limited to ``MAX_DEPTH`` levels, and a frame is limited in
-size by its reader, so hostile bytes can cost at most one bounded allocation and end in `WireError`.
-
-A frame on the pipe is a 4-byte little-endian length followed by that many bytes: one tag byte
-(`frame kinds` below) then one encoded value.
-
-This module is also loaded by the sandbox child, by file path, with ``python -I -S``, so it imports
-only the standard library and numpy.
+Decoding builds only plain data (``None``, ``bool``, ``int``, ``float``, ``str``, ``bytes``,
+``list``, ``tuple``, ``dict`` and numeric numpy arrays and scalars) and never calls anything the
+bytes name; lengths and nesting are checked, so hostile bytes end in `WireError`. The sandbox child
+loads this module by file path under ``python -I -S``, so it imports only the standard library and
+numpy. See docs/sandbox.md#the-lockdown-toolkit for the frame layout.
 """
 
 from __future__ import annotations
@@ -20,6 +13,10 @@ import re
 import struct
 
 import numpy as np
+
+TYPE_CHECKING = False  # typing is not imported at run time: the sandbox child imports as little as it can
+if TYPE_CHECKING:
+    from typing import Any
 
 MAX_DEPTH = 32
 MAX_NDIM = 32
@@ -53,14 +50,14 @@ def _dtype(raw: bytes) -> np.dtype:
 
 
 # ------------------------------------------------------------------------------------- encoding
-def encode(value) -> bytes:
+def encode(value: Any) -> bytes:
     """Encode plain data (see the module docstring) to bytes; raise `TypeError` for anything else."""
     out: list[bytes] = []
     _enc(value, out, 0)
     return b"".join(out)
 
 
-def _enc(v, out: list, depth: int) -> None:
+def _enc(v: Any, out: list[bytes], depth: int) -> None:
     t = type(v)
     if t is np.ndarray:
         if v.dtype.kind not in "biufc" or v.dtype.hasobject or v.ndim > MAX_NDIM:
@@ -125,7 +122,7 @@ def _enc(v, out: list, depth: int) -> None:
 
 
 # ------------------------------------------------------------------------------------- decoding
-def decode(buf, start: int = 0):
+def decode(buf: bytes | bytearray | memoryview, start: int = 0) -> Any:
     """Decode one value from ``buf[start:]`` (bytes-like), which must hold exactly one value."""
     mv = memoryview(buf)
     try:
@@ -139,12 +136,12 @@ def decode(buf, start: int = 0):
     return value
 
 
-def _need(mv, pos: int, n: int) -> None:
+def _need(mv: memoryview, pos: int, n: int) -> None:
     if n < 0 or pos + n > len(mv):
         raise WireError("malformed frame: truncated")
 
 
-def _dec(mv, pos: int, depth: int):
+def _dec(mv: memoryview, pos: int, depth: int) -> tuple[Any, int]:
     _need(mv, pos, 1)
     tag = mv[pos]
     pos += 1

@@ -1,19 +1,10 @@
 """Run an untrusted policy program (``act(observation) -> action``) in a locked-down process.
 
-    from polar_bench.sandbox import SandboxedPolicy, SandboxViolation
-
-    with SandboxedPolicy(source, action_space=task.action_space, step_timeout=1.0) as policy:
-        try:
-            action = policy.act(observation)
-        except SandboxViolation as v:
-            print(v.kind, v.reason)  # e.g. "import", "refused import 'socket'"
-
-The program runs in a fresh interpreter (``sys.executable -I -S``, spawned, never forked from the
-caller's memory) that stays loaded across calls; observations go down and actions come back over
-pipes in a small binary format that the parent decodes without ever executing anything (no
-pickle). What confines the program, and what does not, is written down in ``docs/sandbox.md`` and
-in `polar_bench.sandbox._child`; `SandboxedPolicy.layers` says which layers took effect on this
-machine.
+`SandboxedPolicy` runs the program in a fresh interpreter (spawned, never forked from the caller's
+memory) that stays loaded across calls; observations and actions cross pipes in the plain-data
+format of `polar_bench.lockdown.wire`, never pickled. Every failure of the program raises
+`SandboxViolation`, and `SandboxedPolicy.layers` says which layers took effect on this machine.
+See docs/sandbox.md for how to use it, what confines the program and what does not.
 """
 
 from __future__ import annotations
@@ -78,11 +69,11 @@ class SandboxViolation(PolarBenchError):
         self.fatal = fatal
         super().__init__(reason)
 
-    def __reduce__(self):  # picklable across worker processes
+    def __reduce__(self) -> tuple[Callable[..., SandboxViolation], tuple[str, str, str, str, bool]]:  # picklable
         return (_rebuild_violation, (self.kind, self.reason, self.traceback, self.output, self.fatal))
 
 
-def _rebuild_violation(kind, reason, traceback, output, fatal):
+def _rebuild_violation(kind: str, reason: str, traceback: str, output: str, fatal: bool) -> SandboxViolation:
     return SandboxViolation(kind, reason, traceback=traceback, output=output, fatal=fatal)
 
 
@@ -169,10 +160,10 @@ class SandboxedPolicy:
             self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finalizer

@@ -1,31 +1,11 @@
 """The sandbox child: locks down a fresh interpreter, then runs one untrusted policy program.
 
-Started by `polar_bench.sandbox.SandboxedPolicy` as ``python -I -S -B _child.py CONFIG_JSON`` with an
-empty environment, stdin from /dev/null, stdout and stderr on a pipe the parent drains and caps,
-and two pipe ends for the protocol. Before the first byte of untrusted code is even read it:
-
-1. moves the protocol pipes to fds 3 (requests) and 4 (replies) and closes every other fd;
-2. imports the allowed modules (numpy, math, ...) so that nothing needs the file system later;
-3. joins the memory cgroup the parent made (its limit: what the program adds) and makes itself the
-   OOM killer's first choice (``polar_bench.lockdown.kernel``, as the agent process of evaluate);
-   enters new network, IPC and UTS namespaces (a new user namespace too when not root), so there
-   is no network interface but a loopback that is down;
-4. chroots into the empty temporary directory the parent made (read-only to the program);
-5. sets resource limits: CPU seconds, address space, open files (exactly the 5 already open, so no
-   new fd can be created), file size 0, core size 0, processes 0, locked memory 0;
-6. drops privileges: as root to uid/gid 65534 (nobody) with no groups and no capabilities (so the
-   limits above cannot be raised again); in a user namespace, clears every capability; then sets
-   no_new_privs;
-7. installs a seccomp filter (x86-64) that refuses, among others, every way to open, create or
-   modify a file, to make or use a socket, to create a process or thread, to execute a program, to
-   signal or trace another process, to change namespaces, mounts or limits, and every system call
-   newer than this list;
-8. installs the Python-level first filter: an import allow-list in the program's builtins and an
-   audit hook that stops the process with a reason on a refused import, open(), os.system,
-   subprocess, fork, socket, ctypes, frame or gc introspection and similar events.
-
-Then it says hello (with the list of layers that took effect) and serves requests.
-The Python-level filter makes violations clear; the kernel layers (2-7) are the boundary.
+`polar_bench.sandbox.SandboxedPolicy` starts it as ``python -I -S -B _child.py CONFIG_JSON``. Before
+it reads the first byte of untrusted code it keeps only its protocol pipes, imports what the program
+may use, then applies the kernel layers (memory cgroup, namespaces, chroot, resource limits, the
+privilege drop, seccomp) and the Python-level import and audit filter, in that order. It then says
+hello with the layers that took effect and serves requests. The kernel layers are the boundary.
+See docs/sandbox.md#the-boundary-what-confines-the-program for each step.
 """
 
 from __future__ import annotations
@@ -35,7 +15,8 @@ import sys
 
 TYPE_CHECKING = False  # typing is not imported at run time: the child imports as little as it can
 if TYPE_CHECKING:
-    from typing import Any
+    from collections.abc import Callable
+    from typing import Any, NoReturn
 
 # Frame kinds, parent -> child: L(oad source), A(ct), S(eed reset), Q(uit).
 # Child -> parent: H(ello), O(k value), E(rror: dict), V(iolation: dict, the child then exits).
@@ -100,7 +81,7 @@ _AUDIT_ARCH_X86_64 = 0xC000003E
 _EPERM, _ENOSYS = 1, 38
 
 
-def _seccomp_program(own_pid: int) -> list:
+def _seccomp_program(own_pid: int) -> list[tuple[int, int, int, int]]:
     """The BPF program (a list of (code, jt, jf, k)) of the filter, for x86-64."""
     LD_W_ABS, JEQ, JGE, JSET, RET = 0x20, 0x15, 0x35, 0x45, 0x06
     ALLOW, KILL = 0x7FFF0000, 0x80000000
@@ -192,7 +173,7 @@ def _move_fds(req: int, resp: int) -> None:
 
 
 def _lock_down(cfg: dict) -> dict:
-    """Steps 3-7 of the module docstring; returns the layers that took effect."""
+    """Steps 3-8 of docs/sandbox.md ("The boundary"), the kernel layers; returns those that took effect."""
     import ctypes
     import resource
     disabled = set(cfg.get("disable", ()))
@@ -237,7 +218,7 @@ def _lock_down(cfg: dict) -> dict:
     if "rlimits" in disabled:
         layers["rlimits"] = "disabled"
     else:
-        def limit(res, value):
+        def limit(res: int, value: int) -> None:
             resource.setrlimit(res, (value, value))
         limit(resource.RLIMIT_CORE, 0)
         limit(resource.RLIMIT_FSIZE, 0)
@@ -330,17 +311,18 @@ _KILL_EVENTS = frozenset({
 })
 
 
-def _make_audit_hook(allowed, trusted, wire, write_frame, exit_):
-    def describe(value):
+def _make_audit_hook(allowed: frozenset[str], trusted: list[bool], wire: Any, write_frame: Callable[[bytes], None],
+                     exit_: Callable[[int], NoReturn]) -> Callable[[str, tuple[Any, ...]], None]:
+    def describe(value: object) -> str:
         return repr(value)[:200] if type(value) in (str, bytes, int) else "..."
 
-    def violation(kind, reason):
+    def violation(kind: str, reason: str) -> NoReturn:
         try:
             write_frame(b"V" + wire.encode({"kind": kind, "reason": reason}))
         finally:
             exit_(70)
 
-    def hook(event, args):
+    def hook(event: str, args: tuple[Any, ...]) -> None:
         if trusted[0]:
             return
         if event == "import":
@@ -364,7 +346,7 @@ def _make_audit_hook(allowed, trusted, wire, write_frame, exit_):
     return hook
 
 
-def _format_error(exc: BaseException, source_lines: list) -> tuple:
+def _format_error(exc: BaseException, source_lines: list[str]) -> tuple[str, str]:
     """A traceback with source lines for the program's frames only (no file is opened)."""
     parts = []
     tb = exc.__traceback__
@@ -389,10 +371,9 @@ def _format_error(exc: BaseException, source_lines: list) -> tuple:
 
 
 # --------------------------------------------------------------------------- main
-def main() -> None:
-    import json
-    cfg = json.loads(sys.argv[1])
-    _move_fds(cfg["req_fd"], cfg["resp_fd"])
+def _load_toolkit(cfg: dict[str, Any]) -> Any:
+    """Put the configured paths on sys.path and load polar_bench.lockdown's modules by file path;
+    returns the wire module."""
     for path in cfg.get("paths", ()):
         sys.path.append(path)
     import importlib.util
@@ -403,7 +384,12 @@ def main() -> None:
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
-    wire = sys.modules["polar_bench_lockdown_wire"]
+    return sys.modules["polar_bench_lockdown_wire"]
+
+
+def _import_ahead(cfg: dict[str, Any]) -> None:
+    """Step 2 of docs/sandbox.md ("The boundary"): import what the program and the lock-down need,
+    then empty the import path, so that nothing needs the file system later."""
     for name in cfg.get("preload", ()):
         try:
             __import__(name)
@@ -422,8 +408,12 @@ def main() -> None:
     sys.path_hooks[:] = []
     sys.path_importer_cache.clear()
 
-    layers = _lock_down(cfg)
 
+def _install_first_filter(cfg: dict[str, Any], wire: Any,
+                          layers: dict[str, str]) -> tuple[dict[str, Any], list[bool], bool]:
+    """Step 9 of docs/sandbox.md ("The boundary"): capped stdout and stderr, and (with guards) the import
+    allow-list and the audit hook. Returns the program's builtins, the trusted flag (a one-item
+    list the hook reads) and whether the guards are on."""
     import builtins
     budget = [int(cfg.get("max_output", 65536))]
     helpers: dict[str, Any] = {"__builtins__": {"__build_class__": builtins.__build_class__, "len": len,
@@ -452,8 +442,11 @@ def main() -> None:
         trusted = [True]
         layers["python_guards"] = "disabled"
     del helpers
+    return safe_builtins, trusted, guards
 
-    _write_frame(b"H" + wire.encode(layers))
+
+def _serve(wire: Any, safe_builtins: dict[str, Any], trusted: list[bool], guards: bool) -> NoReturn:
+    """Answer the parent's requests (load, act, reset) until it quits or closes the pipe."""
     ns: dict[str, Any] = {"__name__": "__policy__", "__builtins__": safe_builtins}
     source_lines: list = []
     act = reset = None
@@ -507,6 +500,18 @@ def main() -> None:
             exc = None
             reply = b"E" + wire.encode({"kind": kind, "reason": head, "traceback": text})
         _write_frame(reply)
+
+
+def main() -> None:
+    import json
+    cfg = json.loads(sys.argv[1])
+    _move_fds(cfg["req_fd"], cfg["resp_fd"])
+    wire = _load_toolkit(cfg)
+    _import_ahead(cfg)
+    layers = _lock_down(cfg)
+    safe_builtins, trusted, guards = _install_first_filter(cfg, wire, layers)
+    _write_frame(b"H" + wire.encode(layers))
+    _serve(wire, safe_builtins, trusted, guards)
 
 
 if __name__ == "__main__":
