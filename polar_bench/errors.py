@@ -107,7 +107,7 @@ class HarnessError(PolarBenchError):
             f"{type(original).__name__}: {original}"
         )
 
-    def __reduce__(self):  # picklable across worker processes
+    def __reduce__(self) -> tuple[type[HarnessError], tuple[Any, ...]]:  # picklable across worker processes
         return (HarnessError, (self.task_id, self.seed, self.step,
                                RuntimeError(f"{type(self.original).__name__}: {self.original}"),
                                self.native_traceback))
@@ -128,7 +128,7 @@ class HarnessOptionError(HarnessError, UserError, ValueError):
         self.native_traceback = ""
         PolarBenchError.__init__(self, message)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[HarnessOptionError], tuple[str, str]]:
         return (HarnessOptionError, (self.task_id, str(self)))
 
 

@@ -46,7 +46,7 @@ def aggregate(agent: analysis.AgentScores, args: StatsOptions) -> list[analysis.
                               task_bootstrap=args.task_bootstrap, method=args.interval)
 
 
-def _progress(total: int, desc: str):
+def _progress(total: int, desc: str) -> Any:  # a tqdm bar (tqdm ships no types)
     """A progress bar on stderr when it is a terminal; silent otherwise."""
     from tqdm import tqdm
 
@@ -147,7 +147,7 @@ def timing_lines(a: analysis.AgentScores) -> list[str]:
     return [text]
 
 
-def agent_json(a: analysis.AgentScores, scopes) -> dict:
+def agent_json(a: analysis.AgentScores, scopes: list[analysis.ScopeEstimates]) -> dict:
     return {"agent": a.label, "name": a.name, "path": a.path, "suite": a.suite, "runs": a.runs,
             "training_steps": a.training_steps, "comparable": a.comparable, "standard": a.standard,
             "evaluation_noise_only": a.evaluation_noise_only,

@@ -182,7 +182,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
     return parse_suite(data, str(path))
 
 
-def _req(table: Mapping[str, Any], key: str, kind, where: str):
+def _req(table: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     if key not in table:
         raise SuiteError(f"{where}: missing required field {key!r}")
     value = table[key]
@@ -251,7 +251,24 @@ def parse_suite(data: Mapping[str, Any], path: str = "<memory>") -> Suite:
     pins = data.get("pins", {})
     if not isinstance(pins, dict) or not all(isinstance(v, str) for v in pins.values()):
         raise SuiteError(f"{path} [pins]: must map package names to exact version strings")
-    domains_raw = data.get("domains")
+    domains = _parse_domains(data.get("domains"), path)
+    domain_names = [d.name for d in domains]
+    tasks_raw = data.get("tasks")
+    if not isinstance(tasks_raw, list) or not tasks_raw:
+        raise SuiteError(f"{path}: needs at least one [[tasks]] table")
+    tasks = []
+    seen: set[str] = set()
+    for i, t in enumerate(tasks_raw):
+        tasks.append(_parse_task(t, f"{path} [[tasks]] #{i + 1}", path, seen, domain_names, default_episodes, seed))
+    return Suite(
+        name=name, version=version, released=str(head.get("released", "")),
+        description=str(head.get("description", "")), seed=seed, runs=runs, pins=dict(pins),
+        domains=tuple(domains), tasks=tuple(tasks), hash=canonical_hash(data), path=path, raw=data,
+        llm=_llm_budget(data.get("llm"), path))
+
+
+def _parse_domains(domains_raw: Any, path: str) -> list[Domain]:
+    """The [[domains]] tables: at least one, each with a distinct name."""
     if not isinstance(domains_raw, list) or not domains_raw:
         raise SuiteError(f"{path}: needs at least one [[domains]] table")
     domains = []
@@ -264,53 +281,47 @@ def parse_suite(data: Mapping[str, Any], path: str = "<memory>") -> Suite:
     domain_names = [d.name for d in domains]
     if len(set(domain_names)) != len(domain_names):
         raise SuiteError(f"{path}: duplicate domain names in {domain_names}")
-    tasks_raw = data.get("tasks")
-    if not isinstance(tasks_raw, list) or not tasks_raw:
-        raise SuiteError(f"{path}: needs at least one [[tasks]] table")
-    tasks = []
-    seen = set()
-    for i, t in enumerate(tasks_raw):
-        w = f"{path} [[tasks]] #{i + 1}"
-        if not isinstance(t, dict):
-            raise SuiteError(f"{w}: must be a table")
-        unknown = set(t) - _TASK_KEYS
-        if unknown:
-            raise SuiteError(f"{w}: unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_TASK_KEYS))}")
-        tid = _req(t, "id", str, w)
-        w = f"{path} task {tid}"
-        if "/" not in tid:
-            raise SuiteError(f"{w}: task ids look like 'family/name'")
-        if tid in seen:
-            raise SuiteError(f"{w}: listed twice")
-        seen.add(tid)
-        dom = _req(t, "domain", str, w)
-        if dom not in domain_names:
-            raise SuiteError(f"{w}: domain {dom!r} is not declared in [[domains]]" + did_you_mean(dom, domain_names))
-        episodes = t.get("episodes", default_episodes)
-        if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:
-            raise SuiteError(f"{w}: episodes must be a positive integer, got {episodes!r}")
-        if "seeds" in t:
-            seeds = t["seeds"]
-            if (not isinstance(seeds, list) or len(seeds) != episodes
-                    or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**31 for s in seeds)
-                    or len(set(seeds)) != len(seeds)):
-                raise SuiteError(f"{w}: seeds must be {episodes} distinct integers in [0, 2**31)")
-            seeds = tuple(seeds)
-        else:
-            seeds = tuple(episode_seed(seed, tid, k) for k in range(episodes))
-        low = _reference(t.get("low"), f"{w} low")
-        high = _reference(t.get("high"), f"{w} high")
-        if not high.value > low.value:
-            raise SuiteError(f"{w}: high reference ({high.value}) must be above low ({low.value})")
-        options = t.get("options", {})
-        if not isinstance(options, dict):
-            raise SuiteError(f"{w}: options must be a table")
-        metric = t.get("metric", "return")
-        if metric not in METRICS:
-            raise SuiteError(f"{w}: metric must be one of {', '.join(METRICS)}, got {metric!r}")
-        tasks.append(TaskSpec(tid, dom, episodes, seeds, low, high, options, metric))
-    return Suite(
-        name=name, version=version, released=str(head.get("released", "")),
-        description=str(head.get("description", "")), seed=seed, runs=runs, pins=dict(pins),
-        domains=tuple(domains), tasks=tuple(tasks), hash=canonical_hash(data), path=path, raw=data,
-        llm=_llm_budget(data.get("llm"), path))
+    return domains
+
+
+def _parse_task(t: Any, w: str, path: str, seen: set[str], domain_names: list[str], default_episodes: int,
+                seed: int) -> TaskSpec:
+    """One [[tasks]] table (``w`` names it in errors); its id joins ``seen``, the ids before it."""
+    if not isinstance(t, dict):
+        raise SuiteError(f"{w}: must be a table")
+    unknown = set(t) - _TASK_KEYS
+    if unknown:
+        raise SuiteError(f"{w}: unknown field {sorted(unknown)[0]!r}; allowed: {', '.join(sorted(_TASK_KEYS))}")
+    tid = _req(t, "id", str, w)
+    w = f"{path} task {tid}"
+    if "/" not in tid:
+        raise SuiteError(f"{w}: task ids look like 'family/name'")
+    if tid in seen:
+        raise SuiteError(f"{w}: listed twice")
+    seen.add(tid)
+    dom = _req(t, "domain", str, w)
+    if dom not in domain_names:
+        raise SuiteError(f"{w}: domain {dom!r} is not declared in [[domains]]" + did_you_mean(dom, domain_names))
+    episodes = t.get("episodes", default_episodes)
+    if not isinstance(episodes, int) or isinstance(episodes, bool) or episodes < 1:
+        raise SuiteError(f"{w}: episodes must be a positive integer, got {episodes!r}")
+    if "seeds" in t:
+        seeds = t["seeds"]
+        if (not isinstance(seeds, list) or len(seeds) != episodes
+                or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**31 for s in seeds)
+                or len(set(seeds)) != len(seeds)):
+            raise SuiteError(f"{w}: seeds must be {episodes} distinct integers in [0, 2**31)")
+        seeds = tuple(seeds)
+    else:
+        seeds = tuple(episode_seed(seed, tid, k) for k in range(episodes))
+    low = _reference(t.get("low"), f"{w} low")
+    high = _reference(t.get("high"), f"{w} high")
+    if not high.value > low.value:
+        raise SuiteError(f"{w}: high reference ({high.value}) must be above low ({low.value})")
+    options = t.get("options", {})
+    if not isinstance(options, dict):
+        raise SuiteError(f"{w}: options must be a table")
+    metric = t.get("metric", "return")
+    if metric not in METRICS:
+        raise SuiteError(f"{w}: metric must be one of {', '.join(METRICS)}, got {metric!r}")
+    return TaskSpec(tid, dom, episodes, seeds, low, high, options, metric)

@@ -89,7 +89,7 @@ def space_from_json(data: Mapping[str, Any]) -> spaces.Space:
         shape = tuple(data["shape"])
         dtype = np.dtype(data["dtype"])
 
-        def arr(v):
+        def arr(v: Any) -> np.ndarray:
             if isinstance(v, list):
                 return np.array([_unnum(x) for x in v], dtype=dtype).reshape(shape)
             return np.full(shape, _unnum(v), dtype=dtype)

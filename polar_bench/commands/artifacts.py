@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 from ..errors import UserError
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("artifacts", help="publish an agent's pinned files to an artifact store, or check them",
                        description="The files an agent's artifacts.json pins by SHA-256 (checkpoints, models).")
     asub = p.add_subparsers(dest="artifacts_command", metavar="ACTION")
@@ -25,10 +27,15 @@ def register(sub) -> None:
     chk.add_argument("--store", metavar="URL", help="as for publish")
     chk.add_argument("--no-rebuild", action="store_true", help="fetch missing files but rebuild none")
     chk.set_defaults(func=check_command)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    def usage(args: argparse.Namespace) -> int:  # no ACTION given
+        p.print_help()
+        return 2
+
+    p.set_defaults(func=usage)
 
 
-def publish_command(args) -> int:
+def publish_command(args: argparse.Namespace) -> int:
     from ..artifacts import publish_artifacts
 
     rows = publish_artifacts(args.agent, args.store, log=lambda _: None)
@@ -38,7 +45,7 @@ def publish_command(args) -> int:
     return 0
 
 
-def check_command(args) -> int:
+def check_command(args: argparse.Namespace) -> int:
     from ..artifacts import ensure_artifacts, load_manifest
 
     if load_manifest(args.agent) is None:

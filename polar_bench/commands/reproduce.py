@@ -14,7 +14,7 @@ from ..published import TABLES, get_table
 METRICS = ("median", "iqm", "mean", "optimality_gap")  # the panels of the paper's Figure 1 / A.17
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("reproduce", help="recompute a published table from its per-run data and check it",
                        description="Recompute a published table of aggregate metrics from the paper's public "
                                    "per-run scores (shipped with polar_bench), print it beside the published "

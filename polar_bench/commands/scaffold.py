@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 
-def register(sub) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "new-harness", help="scaffold a harness family for a Gymnasium id or an environment class",
         description="Write a plugin package with a harness family for SOURCE (a Gymnasium id such as CartPole-v1, "
@@ -22,7 +24,7 @@ def register(sub) -> None:
     p.set_defaults(func=new_harness)
 
 
-def new_harness(args) -> int:
+def new_harness(args: argparse.Namespace) -> int:
     from ..errors import UserError
     from ..scaffold import scaffold
 

@@ -1,31 +1,9 @@
 """The agent process: the only place where an agent file's code runs during ``evaluate`` and ``verify``.
 
-Started by `polar_bench.evaluate.agents.IsolatedAgents` as
-``python -B -c 'from polar_bench.evaluate.agent_process import main; main()' CONFIG_JSON`` in a new
-session, with a private temporary folder as working directory, ``HOME`` and ``TMPDIR``, and two
-pipes: requests from the trusted worker on fd 3, replies on fd 4. Before it imports the agent file it closes every other
-descriptor above 2 and applies `polar_bench.evaluate.lockdown.lock_down`. It holds no environment,
-no journal and no results: only agents, which it builds, resets and asks for actions on request.
-
-Frames are length-prefixed: a tag byte and ``[sequence number, value]``. Replies, which the trusted
-worker reads, are values of the sandbox wire format (`polar_bench.lockdown.wire`): plain data and
-numeric arrays, never pickle, so the worker decodes whatever this process writes without running
-anything. Requests come from the trusted worker and hold plain data and numeric arrays too, pickled
-(protocol 5: observations cost a third of the wire format's time to encode and a fifth to decode);
-`_RequestUnpickler` rebuilds nothing but numpy arrays, dtypes and scalars. A reply carries its
-request's number, so that a stray frame (say, from a child the agent forked) is never taken for the
-answer to a later request. Requests (tag, value):
-
-- ``M`` {slot, task (TaskInfo JSON), run}: build an agent -> {wants_text, batch, info (has episode_info)}
-- ``R`` {slots, seeds}: ``reset(seed)`` per slot -> {errors}
-- ``A`` {slots, observations, infos}: actions -> {actions, errors}; slots that hold an agent with
-  ``act_batch`` are served by one ``act_batch`` call per slot, the others by ``act`` per entry
-- ``I`` slot: ``episode_info()`` -> dict or None (an exception is an error reply)
-- ``C`` slot: ``close()`` and forget the agent
-- ``Q``: exit
-
-Replies: ``O`` value, or ``E`` {error} for a request that failed as a whole. The first frame is
-``H`` {layers, info, pid} after the agent file imported, or ``E`` {error} when it did not.
+Started by `polar_bench.evaluate.isolated.IsolatedAgents` with two pipes (requests on fd 3, replies on
+fd 4), it locks itself down (`polar_bench.evaluate.lockdown.lock_down`), imports the agent file, and
+then only builds, resets and asks its agents for actions on request: it holds no environment, journal
+or results. The frames and their tags: docs/evaluate.md, "The agent process's protocol".
 """
 
 from __future__ import annotations
@@ -36,6 +14,9 @@ import os
 import pickle
 import sys
 import traceback
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
 
 REQ_FD, RESP_FD = 3, 4
 MAX_REQUEST = 1 << 30
@@ -57,19 +38,19 @@ class _RequestUnpickler(pickle.Unpickler):
                ("numpy._core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "scalar"),
                ("numpy._core.numeric", "_frombuffer"), ("builtins", "bytearray")}
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in self.ALLOWED:
             raise pickle.UnpicklingError(f"a request may not hold {module}.{name}")
         return super().find_class(module, name)
 
 
-def loads_request(frame: bytes):
+def loads_request(frame: bytes) -> Any:
     """``[sequence number, value]`` of a request frame without its tag byte."""
     return _RequestUnpickler(io.BytesIO(frame)).load()
 
 
 class _Pipe:
-    def __init__(self, wire):
+    def __init__(self, wire: ModuleType) -> None:
         self.wire = wire
         self.buf = bytearray()
 
@@ -83,7 +64,7 @@ class _Pipe:
         del self.buf[:n]
         return data
 
-    def read(self):
+    def read(self) -> tuple[bytes, Any]:
         n = int.from_bytes(self._read_exact(4), "little")
         if n > MAX_REQUEST:
             raise EOFError
@@ -94,7 +75,7 @@ class _Pipe:
 
     seq = 0  # the number of the request being answered
 
-    def write(self, tag: bytes, value) -> None:
+    def write(self, tag: bytes, value: Any) -> None:
         try:
             payload = tag + self.wire.encode([self.seq, value])
         except TypeError as exc:
@@ -105,7 +86,7 @@ class _Pipe:
             data = data[os.write(RESP_FD, data):]
 
 
-def _as_list(actions, n: int) -> list:
+def _as_list(actions: Any, n: int) -> list:
     """``act_batch``'s result as a list of ``n`` per-lane actions (a sequence, or an array with a
     leading lane axis)."""
     import numpy as np
@@ -121,7 +102,7 @@ def _as_list(actions, n: int) -> list:
     return actions
 
 
-def enter_slot(bases: dict, slot) -> None:
+def enter_slot(bases: dict, slot: int) -> None:
     """Point the OpenAI environment variables (and ``POLAR_BENCH_LLM_PROXY``, which `polar_bench.llm`
     clients follow) at the LLM proxy address of ``slot`` (its own token), if it has one, before its
     agent runs: clients made or called now reach the proxy as this slot. ``bases``: slot -> (address,
@@ -182,7 +163,7 @@ def act_all(agents: dict, slots: list, observations: list, infos: list,
 
 
 class _Server:
-    def __init__(self, module, path: str, pipe: _Pipe):
+    def __init__(self, module: ModuleType, path: str, pipe: _Pipe) -> None:
         from polar_bench.task_info import TaskInfo
 
         self.module = module
@@ -192,7 +173,7 @@ class _Server:
         self.bases: dict = {}  # slot -> (its LLM proxy address, grammar), see enter_slot
         self.task_info = TaskInfo
 
-    def make(self, req: dict):
+    def make(self, req: dict) -> tuple[bytes, dict]:
         from polar_bench.agent import build_agent
         from polar_bench.errors import AgentLoadError
 
@@ -208,14 +189,14 @@ class _Server:
         return b"O", {"wants_text": bool(getattr(agent, "wants_text", False)),
                       "batch": callable(getattr(agent, "act_batch", None)), "info": hasattr(agent, "episode_info")}
 
-    def reset(self, req: dict):
+    def reset(self, req: dict) -> tuple[bytes, dict]:
         return b"O", {"errors": reset_all(self.agents, req["slots"], req["seeds"], self.bases)}
 
-    def act(self, req: dict):
+    def act(self, req: dict) -> tuple[bytes, dict]:
         actions, errors = act_all(self.agents, req["slots"], req["observations"], req["infos"], self.bases)
         return b"O", {"actions": actions, "errors": errors}
 
-    def episode_info(self, slot):
+    def episode_info(self, slot: int) -> tuple[bytes, Any]:
         agent = self.agents[slot]
         enter_slot(self.bases, slot)
         try:
@@ -224,7 +205,7 @@ class _Server:
             return b"E", {"error": "episode_info() raised " + format_exception(exc)}
         return b"O", info
 
-    def close(self, slot):
+    def close(self, slot: int) -> tuple[bytes, None]:
         agent = self.agents.pop(slot, None)
         enter_slot(self.bases, slot)
         self.bases.pop(slot, None)
@@ -236,7 +217,8 @@ class _Server:
         return b"O", None
 
     def serve(self) -> None:
-        handlers = {b"M": self.make, b"R": self.reset, b"A": self.act, b"I": self.episode_info, b"C": self.close}
+        handlers: dict[bytes, Callable[[Any], tuple[bytes, Any]]] = {
+            b"M": self.make, b"R": self.reset, b"A": self.act, b"I": self.episode_info, b"C": self.close}
         while True:
             try:
                 tag, value = self.pipe.read()

@@ -1,16 +1,10 @@
 """Handing batches of episodes to workers and collecting their records: one loop, two transports.
 
-`dispatch` is the loop: it keeps every worker busy with a batch of up to ``envs_per_worker``
-episodes, records what comes back, replaces a worker that died or stopped answering and retries its
-episodes once (a retried episode goes alone, so that an episode that crashes its worker cannot take
-the episodes that shared a batch with it down twice). A transport that ``streams`` (local processes)
-sends each episode's record as it ends and waits for the loop's answer: the units that fill its
-lanes again (up to ``envs_per_worker`` held), or none, so a worker's lanes stay full until the queue
-runs dry, and each step's request to the agent process carries as many lanes as it can. A
-`Transport` is how batches reach workers:
-`ProcessTransport` (spawned processes on this machine, ``--backend local``) or `RayTransport` (Ray
-actors, ``--backend ray``). Workers are trusted: each holds an `EpisodeRunner` whose agents run in
-locked-down agent processes of their own.
+`dispatch` keeps every worker busy with a batch of episodes, journals each record, and replaces a
+worker that dies or stops answering, retrying its episodes once. A `Transport` carries the batches:
+`ProcessTransport` (spawned processes, ``--backend local``) or `RayTransport` (Ray actors,
+``--backend ray``). Workers are trusted: their agents run in agent processes of their own.
+docs/evaluate.md ("How it runs", "The code") says how.
 """
 
 from __future__ import annotations
@@ -25,7 +19,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as mp_wait
+from multiprocessing.context import SpawnContext
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -131,7 +127,7 @@ def worker_settings(cfg: EvalConfig, options: dict, stream: bool = False) -> Wor
         plugins=cfg.plugin_files(), stream=stream)
 
 
-def _worker_main(conn, agent_path: str, settings: WorkerSettings, parent: int | None = None) -> None:
+def _worker_main(conn: Connection, agent_path: str, settings: WorkerSettings, parent: int | None = None) -> None:
     """Serve batches of units from the parent until it sends None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
     if parent is not None:  # a parent killed outright (SIGKILL, the OOM killer) takes its workers along
@@ -165,7 +161,7 @@ def _worker_main(conn, agent_path: str, settings: WorkerSettings, parent: int | 
 
 # ----------------------------------------------------------------------------- local processes
 class _Process:
-    def __init__(self, ctx, agent_path: str, settings: WorkerSettings):
+    def __init__(self, ctx: SpawnContext, agent_path: str, settings: WorkerSettings) -> None:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker_main, args=(child, agent_path, settings, os.getpid()), daemon=True)
         self.proc.start()
@@ -418,86 +414,114 @@ def dispatch(cfg: EvalConfig, todo: deque, transport: Transport, record: Callabl
     """Play ``todo`` on the transport's workers; ``record`` each finished episode and pass each reply
     to ``on_reply`` (isolation layers); count lost workers in ``outcome``. Return a fatal agent error
     (the agent cannot be built), if any."""
-    idle = list(range(transport.size))
-    queue = _Queue(todo)
-    inflight: dict[int, tuple[Batch, float]] = {}
-    retry: deque[Unit] = deque()
-    startup_deaths = 0
-    # An episode lost twice to workers that died before finishing any episode is held, not journalled: if
-    # the start-up itself keeps failing (a broken plugin, a missing library), the episode is not to blame,
-    # and a journalled env_error would stay in the results after the fix (resume skips journalled episodes).
-    # Once a worker finishes an episode, the environments do start: the held records are journalled.
-    held: list[dict] = []
+    return _Dispatch(cfg, transport, record, on_reply, outcome, _Queue(todo)).run()
 
-    def journal_held() -> None:
-        while held:
-            record(held.pop(0))
 
-    fatal = None
-    while (queue or retry or inflight) and fatal is None:
-        while idle and (retry or queue):
-            i = idle.pop()
-            batch = next_batch(cfg.envs_per_worker, retry, queue, i)
-            transport.submit(i, [(u.task, u.run, u.index, u.seed) for u, _ in batch])
-            inflight[i] = (batch, time.monotonic())
-        for i, reply, why in transport.wait(1.0):
-            if reply is not None and reply.get("partial"):  # an episode of a batch still playing
-                batch, _t0 = inflight[i]
-                keys = {(rec["task"], rec["run"], rec["index"]) for rec in reply["records"]}
-                batch = [(u, a) for u, a in batch if u.key not in keys]
-                if transport.streams:  # answer first (the worker waits), then journal
-                    # a batch holding a retry stays alone; a waiting retry gets the next worker to run dry
-                    alone = bool(retry) or any(a > 1 for _, a in batch)
-                    room = cfg.envs_per_worker - len(batch)  # refill to K: after a retry alone, all K lanes
-                    more = queue.take(i, room) if queue and not alone and room > 0 else []
-                    transport.top_up(i, [(u.task, u.run, u.index, u.seed) for u in more])
-                    batch += [(u, 1) for u in more]
-                inflight[i] = (batch, time.monotonic())  # progress: the backstop counts from here
-                for rec in reply["records"]:
-                    record(rec)
-                journal_held()
-                continue
-            batch, _t0 = inflight.pop(i)
-            if reply is None:
-                at_startup = transport.finished[i] == 0
-                if at_startup:
-                    startup_deaths += 1
-                    if startup_deaths >= 3:
-                        raise UserError(f"worker processes keep dying before finishing any episode ({why}); their "
-                                        f"own error, if any, is printed above; check the harness plugins and that "
-                                        f"the suite's environments start")
-                transport.replace(i)
-                _note_loss(outcome, batch, why or "it died")
-                idle.append(i)
+class _Dispatch:
+    """The state of one `dispatch` loop: the idle workers, each busy worker's batch with the time of
+    its last record, the units waiting for their retry, and the records held while workers die at start."""
+
+    def __init__(self, cfg: EvalConfig, transport: Transport, record: Callable[[dict], None],
+                 on_reply: Callable[[dict], None], outcome: RunOutcome, queue: _Queue) -> None:
+        self.cfg = cfg
+        self.transport = transport
+        self.record = record
+        self.on_reply = on_reply
+        self.outcome = outcome
+        self.idle = list(range(transport.size))
+        self.queue = queue
+        self.inflight: dict[int, tuple[Batch, float]] = {}
+        self.retry: deque[Unit] = deque()
+        self.startup_deaths = 0
+        # An episode lost twice to workers that died before finishing any episode is held, not journalled: if
+        # the start-up itself keeps failing (a broken plugin, a missing library), the episode is not to blame,
+        # and a journalled env_error would stay in the results after the fix (resume skips journalled episodes).
+        # Once a worker finishes an episode, the environments do start: the held records are journalled.
+        self.held: list[dict] = []
+
+    def journal_held(self) -> None:
+        while self.held:
+            self.record(self.held.pop(0))
+
+    def run(self) -> str | None:
+        fatal = None
+        while (self.queue or self.retry or self.inflight) and fatal is None:
+            while self.idle and (self.retry or self.queue):
+                i = self.idle.pop()
+                batch = next_batch(self.cfg.envs_per_worker, self.retry, self.queue, i)
+                self.transport.submit(i, [(u.task, u.run, u.index, u.seed) for u, _ in batch])
+                self.inflight[i] = (batch, time.monotonic())
+            for i, reply, why in self.transport.wait(1.0):
+                if reply is not None and reply.get("partial"):  # an episode of a batch still playing
+                    self.on_episode(i, reply)
+                    continue
+                batch, _t0 = self.inflight.pop(i)
+                if reply is None:
+                    self.on_lost(i, batch, why)
+                    continue
+                self.idle.append(i)
+                records = reply["records"]
+                if records and "fatal" in records[0]:
+                    fatal = records[0]["fatal"]
+                    break
+                self.startup_deaths = 0
+                self.journal_held()
+                self.on_reply(reply)
+                for rec in records:  # Ray actors answer with the whole batch at its end
+                    self.record(rec)
+            if self.cfg.episode_timeout is not None:
+                self.kill_overdue(self.cfg.episode_timeout)
+        self.journal_held()  # the evaluation went on after them: the environments start
+        return fatal
+
+    def on_episode(self, i: int, reply: dict) -> None:
+        """Worker ``i`` sent the record of an episode of its batch (which plays on): top its lanes up from
+        the queue (a streaming worker waits for that answer), then journal."""
+        batch, _t0 = self.inflight[i]
+        keys = {(rec["task"], rec["run"], rec["index"]) for rec in reply["records"]}
+        batch = [(u, a) for u, a in batch if u.key not in keys]
+        if self.transport.streams:  # answer first (the worker waits), then journal
+            # a batch holding a retry stays alone; a waiting retry gets the next worker to run dry
+            alone = bool(self.retry) or any(a > 1 for _, a in batch)
+            room = self.cfg.envs_per_worker - len(batch)  # refill to K: after a retry alone, all K lanes
+            more = self.queue.take(i, room) if self.queue and not alone and room > 0 else []
+            self.transport.top_up(i, [(u.task, u.run, u.index, u.seed) for u in more])
+            batch += [(u, 1) for u in more]
+        self.inflight[i] = (batch, time.monotonic())  # progress: the backstop counts from here
+        for rec in reply["records"]:
+            self.record(rec)
+        self.journal_held()
+
+    def on_lost(self, i: int, batch: Batch, why: str) -> None:
+        """Worker ``i`` died playing ``batch``: replace it and retry (or fail) the batch's episodes."""
+        at_startup = self.transport.finished[i] == 0
+        if at_startup:
+            self.startup_deaths += 1
+            if self.startup_deaths >= 3:
+                raise UserError(f"worker processes keep dying before finishing any episode ({why}); their "
+                                f"own error, if any, is printed above; check the harness plugins and that "
+                                f"the suite's environments start")
+        self.transport.replace(i)
+        _note_loss(self.outcome, batch, why or "it died")
+        self.idle.append(i)
+        for unit, attempt in batch:
+            failed = _lost_unit(self.cfg, unit, attempt, False, why, self.retry)
+            if failed is not None:
+                (self.held.append if at_startup else self.record)(failed)
+
+    def kill_overdue(self, episode_timeout: float) -> None:
+        """Replace the workers silent for too long, failing their episodes as timeouts."""
+        now = time.monotonic()
+        for i, (batch, t0) in list(self.inflight.items()):
+            # since the worker's last record: an episode's own limit, times the episodes it holds (its
+            # lanes share the wall clock), and once more for retries alone
+            if now - t0 > 2 * episode_timeout * len(batch) + BACKSTOP_GRACE_S:
+                del self.inflight[i]
+                self.transport.replace(i)
+                _note_loss(self.outcome, batch, f"killed: no answer for {now - t0:.0f} s, past twice the "
+                                                f"{episode_timeout:g} s episode timeout per episode of its batch")
+                self.idle.append(i)
                 for unit, attempt in batch:
-                    failed = _lost_unit(cfg, unit, attempt, False, why, retry)
-                    if failed is not None:
-                        (held.append if at_startup else record)(failed)
-                continue
-            idle.append(i)
-            records = reply["records"]
-            if records and "fatal" in records[0]:
-                fatal = records[0]["fatal"]
-                break
-            startup_deaths = 0
-            journal_held()
-            on_reply(reply)
-            for rec in records:  # Ray actors answer with the whole batch at its end
-                record(rec)
-        if cfg.episode_timeout is not None:
-            now = time.monotonic()
-            for i, (batch, t0) in list(inflight.items()):
-                # since the worker's last record: an episode's own limit, times the episodes it holds (its
-                # lanes share the wall clock), and once more for retries alone
-                if now - t0 > 2 * cfg.episode_timeout * len(batch) + BACKSTOP_GRACE_S:
-                    del inflight[i]
-                    transport.replace(i)
-                    _note_loss(outcome, batch, f"killed: no answer for {now - t0:.0f} s, past twice the "
-                                          f"{cfg.episode_timeout:g} s episode timeout per episode of its batch")
-                    idle.append(i)
-                    for unit, attempt in batch:
-                        rec = _lost_unit(cfg, unit, attempt, True, "", retry)
-                        if rec is not None:
-                            record(rec)
-    journal_held()  # the evaluation went on after them: the environments start
-    return fatal
+                    rec = _lost_unit(self.cfg, unit, attempt, True, "", self.retry)
+                    if rec is not None:
+                        self.record(rec)

@@ -4,7 +4,8 @@ results made this way are marked not submittable)."""
 from __future__ import annotations
 
 import signal
-from typing import Any
+from types import FrameType
+from typing import Any, NoReturn
 
 from ..agent import build_agent, load_agent_module
 from ..llm.proxy import LLMProxy
@@ -18,7 +19,7 @@ class _SignalTimeout(BaseException):
     ``except Exception`` cannot swallow it."""
 
 
-def _on_alarm(signum, frame):
+def _on_alarm(signum: int, frame: FrameType | None) -> NoReturn:
     raise _SignalTimeout()
 
 

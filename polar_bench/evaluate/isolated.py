@@ -236,6 +236,18 @@ class IsolatedAgents:
         os.set_blocking(self._resp, False)
         self._poll = select.poll()
         self._poll.register(self._resp, select.POLLIN)
+        hello = self._greeting()
+        self.layers = {"memory_limit": self._limits.memory_layer(),
+                       **{str(k): str(v) for k, v in hello["layers"].items()}}
+        if self.disk_mb and not self.layers.get("disk_limit", "").startswith("tmpfs"):
+            self._limits.watch_folder(self._workdir)
+        self._serve_llm()
+        info = hello.get("info")
+        self.info = info if isinstance(info, dict) else {}
+
+    def _greeting(self) -> dict:
+        """The agent process's first frame, once the agent file imported: its layers and AGENT_INFO.
+        `AgentLoadError` (the agent process killed) when the file failed to load or the frame is junk."""
         tag, hello = self._receive(time.monotonic() + self.start_timeout, "start")
         if tag == b"E" and isinstance(hello, dict):
             self.kill()
@@ -244,10 +256,11 @@ class IsolatedAgents:
             self.kill()
             raise AgentLoadError("the agent process sent an unreadable greeting; it must not write to its "
                                  "protocol pipes")
-        self.layers = {"memory_limit": self._limits.memory_layer(),
-                       **{str(k): str(v) for k, v in hello["layers"].items()}}
-        if self.disk_mb and not self.layers.get("disk_limit", "").startswith("tmpfs"):
-            self._limits.watch_folder(self._workdir)
+        return hello
+
+    def _serve_llm(self) -> None:
+        """Serve the agent's way to an LLM, given the layers that took effect: the LLM proxy (on a port of
+        the host, or on the loopback listener the agent process handed over), or the --llm-endpoint forwarder."""
         netns = self.layers.get("network_namespace", "").startswith("on")
         if self.proxy is not None and not netns:
             # the host's network (--agent-network, or a kernel without network namespaces): the proxy
@@ -270,8 +283,6 @@ class IsolatedAgents:
                 self._proxy_server = self.proxy.serve(listener)
             else:
                 self._forwarder = _Forwarder(listener, self.llm_endpoint)
-        info = hello.get("info")
-        self.info = info if isinstance(info, dict) else {}
 
     def kill(self) -> None:
         end_tree(self._proc, self._limits)

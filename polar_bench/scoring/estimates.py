@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -63,7 +63,7 @@ class IntervalEstimates:
     replicates: dict[str, np.ndarray] = field(default_factory=dict)
     method: str = "percentile"
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[dict[str, Any]]:
         yield self.points
         yield self.intervals
 
@@ -82,8 +82,12 @@ def _resampled_label(sources: Sequence[Any]) -> str:
     return RESAMPLED_EPISODES if RESAMPLED_EPISODES in labels else labels.pop()
 
 
+# a group's point estimates, its bootstrap replicates (reps, k), what was resampled, and its jackknife (BCa)
+_Bootstrap = tuple[np.ndarray, np.ndarray, str, Callable[[], np.ndarray | None]]
+
+
 def _bootstrap_aggregate(groups: list[tuple[str, Any]], metrics: list[Metric], reps: int,
-                         seed: SeedLike, task_bootstrap: bool, rescale: bool = False):
+                         seed: SeedLike, task_bootstrap: bool, rescale: bool = False) -> _Bootstrap:
     sources = [score_source(value, name, task_bootstrap, rescale) for name, value in groups]
     points = np.mean([np.concatenate([np.atleast_1d(m.estimate(s.matrix())) for m in metrics])
                       for s in sources], axis=0)
@@ -108,10 +112,12 @@ def _bootstrap_aggregate(groups: list[tuple[str, Any]], metrics: list[Metric], r
         if values is None:
             values = np.empty((reps, total.shape[1]))
         values[start:start + n] = total / len(sources)
-    return points, values, _resampled_label(sources), lambda: jackknife_runs(sources, metrics)
+    replicates = cast(np.ndarray, values)  # set by the first chunk: reps >= 1 (check_reps)
+    return points, replicates, _resampled_label(sources), lambda: jackknife_runs(sources, metrics)
 
 
-def _poi_batch_runs(a: RunsSource, b: RunsSource, comparisons: np.ndarray, rng_a, rng_b, n: int) -> np.ndarray:
+def _poi_batch_runs(a: RunsSource, b: RunsSource, comparisons: np.ndarray, rng_a: np.random.Generator,
+                    rng_b: np.random.Generator, n: int) -> np.ndarray:
     """Probability of improvement for ``n`` replicates from run counts: ``U = cx · C · cy`` per task."""
     counts = []
     for source, rng in ((a, rng_a), (b, rng_b)):
@@ -130,7 +136,7 @@ def _poi_batch_values(xb: np.ndarray, yb: np.ndarray) -> np.ndarray:
 
 
 def _bootstrap_poi(groups: list[tuple[str, Any]], reps: int, seed: SeedLike, task_bootstrap: bool,
-                   rescale: bool = False):
+                   rescale: bool = False) -> _Bootstrap:
     if task_bootstrap:
         raise ScoringError("task_bootstrap is not supported for probability_of_improvement "
                            "(as in rliable): X and Y are resampled independently within each task")
