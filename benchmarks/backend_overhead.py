@@ -48,8 +48,8 @@ def rate(suite, backend: str, workers: int, tmp: Path) -> tuple[float, float]:
     elapsed = time.perf_counter() - t0
     if code != 0:
         sys.exit("episodes failed")
-    eps = data["episodes"]
-    return len(eps) / elapsed, statistics.mean(e["wall_seconds"] for e in eps)
+    eps = data.episodes
+    return len(eps) / elapsed, statistics.mean(e.wall_seconds or 0.0 for e in eps)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ def episodes_per_second(suite, workers: int, tmp: Path) -> float:
     data, code = run_evaluation(cfg)
     elapsed = time.perf_counter() - t0
     assert code == 0, "episodes failed"
-    return len(data["episodes"]) / elapsed
+    return len(data.episodes) / elapsed
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ rate, printed per entry with its 95% Clopper-Pearson interval beside the stated 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from polar_bench.generalization import (  # noqa: E402
     normalized_by_stratum,
 )
 from polar_bench.leaderboard.checks import released_suites  # noqa: E402
+from polar_bench.results import read_results  # noqa: E402
 
 
 def simulate(strata: dict, per_run: int, rng: np.random.Generator, reps: int, seed: int, level: float) -> bool:
@@ -56,16 +56,16 @@ def main() -> None:
     total_fail = total = 0
     print(f"{'entry':18s} {'agent':44s} {'suite':5s} {'k':>3s} {'failed':>10s} {'rate':>6s}  95% interval")
     for results in sorted((ROOT / "leaderboard" / "entries").glob("*/results.json")):
-        data = json.loads(results.read_text())
-        suite = suites[data["suite"]["hash"]]
-        strata = normalized_by_stratum(suite, data["episodes"])
+        data = read_results(results)
+        suite = suites[data.suite.hash]
+        strata = normalized_by_stratum(suite, data.episodes)
         per_run = fresh_episode_count(strata, limit=min(t.episodes for t in suite.tasks))
         began = time.time()
         failed = sum(simulate(strata, per_run, rng, args.reps, i, args.level) for i in range(args.entries))
         lo = beta.ppf(0.025, failed, args.entries - failed + 1) if failed else 0.0
         hi = beta.ppf(0.975, failed + 1, args.entries - failed)
         total_fail, total = total_fail + failed, total + args.entries
-        print(f"{results.parent.name:18s} {data['agent']['info']['name'][:44]:44s} {suite.name:5s} {per_run:3d} "
+        print(f"{results.parent.name:18s} {str(data.agent_info.get('name'))[:44]:44s} {suite.name:5s} {per_run:3d} "
               f"{failed:4d}/{args.entries:<5d} {failed / args.entries:6.3f}  [{lo:.3f}, {hi:.3f}]  "
               f"({time.time() - began:.0f} s)", flush=True)
     lo = beta.ppf(0.025, total_fail, total - total_fail + 1) if total_fail else 0.0

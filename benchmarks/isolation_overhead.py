@@ -46,14 +46,14 @@ def evaluate(agent: str, tasks: list, runs: int, out: Path, *, workers: int, in_
     cfg = EvalConfig(suite=suite, agent_path=agent, out=str(out), tasks=tasks, runs=runs, workers=workers,
                      progress=False, in_process=in_process, envs_per_worker=lanes, episodes_override=episodes)
     t0 = time.perf_counter()
-    data, _ = run_evaluation(cfg)
-    return time.perf_counter() - t0, data
+    results, _ = run_evaluation(cfg)
+    return time.perf_counter() - t0, results
 
 
-def _same(a: dict, b: dict) -> str:
+def _same(a, b) -> str:
     def key(e):
-        return (e["task"], e["run"], e["seed"], e["return"], e["length"], e["status"], e.get("digest"))
-    same = sorted(map(key, a["episodes"])) == sorted(map(key, b["episodes"]))
+        return (e.task, e.run, e.seed, e.ret, e.length, e.status.value, e.digest)
+    same = sorted(map(key, a.episodes)) == sorted(map(key, b.episodes))
     return "identical episodes" if same else "EPISODES DIFFER"
 
 
@@ -69,7 +69,7 @@ def part_random(workers: int, tmp: Path, repeat: int = 1) -> None:
         t_iso, d_iso = evaluate(agent, list(suite.tasks), suite.runs, tmp / "iso.json", workers=workers,
                                 in_process=False, lanes=8)
         ratios.append(t_iso / t_in)
-        print(f"random agent, full v1 ({len(d_in['episodes'])} episodes, {workers} workers): in-process "
+        print(f"random agent, full v1 ({len(d_in.episodes)} episodes, {workers} workers): in-process "
               f"{t_in:.1f} s, isolated {t_iso:.1f} s, ratio {t_iso / t_in:.2f} (target <= 1.5); "
               f"{_same(d_in, d_iso)}", flush=True)
         for f in ("in.json", "iso.json"):  # the next pair evaluates afresh, not from the journals

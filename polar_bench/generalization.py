@@ -24,6 +24,7 @@ import numpy as np
 from .analysis import episode_value
 from .errors import UserError
 from .report import Table
+from .results.model import Episode, ResultsFile, Status
 from .suite import SEED_BOUND, Reference, Suite, TaskSpec
 
 __all__ = ["FALSE_ALARM_RATE", "TEST_LEVEL", "DETECTABLE_GAP", "FRESH_MIN_EPISODES", "PERMUTATIONS", "DomainGap",
@@ -93,16 +94,17 @@ def draw_fresh_seeds(tasks: Iterable[TaskSpec], count: int | None = None,
 
 
 def normalized_by_stratum(suite: Suite | Iterable[TaskSpec],
-                          episodes: Iterable[Mapping]) -> dict[str, dict[tuple[str, int], list[float]]]:
+                          episodes: Iterable[Episode | Mapping]) -> dict[str, dict[tuple[str, int], list[float]]]:
     """The normalized score of every ``ok`` episode of a suite task, by domain and (task, run)."""
     specs = {t.id: t for t in (suite.tasks if isinstance(suite, Suite) else suite)}
     out: dict[str, dict[tuple[str, int], list[float]]] = {}
-    for ep in episodes:
-        spec = specs.get(str(ep.get("task")))
-        if spec is None or ep.get("status") != "ok":
+    for raw in episodes:
+        ep = raw if isinstance(raw, Episode) else Episode.from_json(raw)
+        spec = specs.get(ep.task)
+        if spec is None or ep.status is not Status.OK:
             continue
-        value = spec.normalize(episode_value(ep, spec.metric, f"{ep['task']} run {ep['run']}"))
-        out.setdefault(spec.domain, {}).setdefault((spec.id, int(ep["run"])), []).append(value)
+        value = spec.normalize(episode_value(ep, spec.metric, f"{ep.task} run {ep.run}"))
+        out.setdefault(spec.domain, {}).setdefault((spec.id, ep.run), []).append(value)
     return out
 
 
@@ -170,31 +172,26 @@ def gap_test(published: Strata, fresh: Strata, *, alpha: float = TEST_LEVEL, rep
     return out
 
 
-def _embedded_tasks(data: Mapping) -> list[TaskSpec]:
+def _embedded_tasks(results: ResultsFile) -> list[TaskSpec]:
     """The tasks a results file embeds (ids, domains, references, metrics): enough to normalize."""
-    out = []
-    for t in data["suite"]["tasks"]:
-        out.append(TaskSpec(t["id"], t["domain"], int(t["episodes"]), tuple(t["seeds"]),
-                            Reference(float(t["low"]), "", False), Reference(float(t["high"]), "", False),
-                            metric=t.get("metric", "return")))
-    return out
+    return [TaskSpec(t.id, t.domain, t.episodes, t.seeds, Reference(float(t.low), "", False),
+                     Reference(float(t.high), "", False), metric=t.metric) for t in results.suite.tasks]
 
 
-def file_gaps(files: Sequence[tuple[str, Mapping]], seed: int = 0) -> list[tuple[str, list[DomainGap]]]:
-    """For each results file of ``files`` (label, data) played on fresh seeds, the gap test against the
+def file_gaps(files: Sequence[tuple[str, ResultsFile]], seed: int = 0) -> list[tuple[str, list[DomainGap]]]:
+    """For each results file of ``files`` (label, results) played on fresh seeds, the gap test against the
     file of the same agent file and suite on the published seeds, when one is among them."""
     out = []
     for label, fresh in files:
-        if not isinstance(fresh.get("seeds"), Mapping):
+        if not fresh.fresh:
             continue
-        match = next((d for _, d in files if not isinstance(d.get("seeds"), Mapping)
-                      and d["suite"]["hash"] == fresh["suite"]["hash"]
-                      and d["agent"]["sha256"] == fresh["agent"]["sha256"]), None)
+        match = next((r for _, r in files if not r.fresh and r.suite.hash == fresh.suite.hash
+                      and r.agent.get("sha256") == fresh.agent.get("sha256")), None)
         if match is None:
             continue
         tasks = _embedded_tasks(match)
-        out.append((label, gap_test(normalized_by_stratum(tasks, match["episodes"]),
-                                    normalized_by_stratum(tasks, fresh["episodes"]), seed=seed)))
+        out.append((label, gap_test(normalized_by_stratum(tasks, match.episodes),
+                                    normalized_by_stratum(tasks, fresh.episodes), seed=seed)))
     return out
 
 

@@ -163,12 +163,12 @@ def main() -> None:
         from polar_bench.results import read_results
 
         r = read_results(args.measured[0])
-        bad = [e for e in r.episodes if e["status"] != "ok"]
+        bad = [e for e in r.episodes if e.ret is None or e.status.value != "ok"]
         if bad:
             sys.exit(f"{len(bad)} episodes failed; measure again")
         returns: dict[str, list[float]] = {}
         for e in r.episodes:
-            returns.setdefault(e["task"], []).append(float(e["return"]))
+            returns.setdefault(e.task, []).append(float(e.ret or 0.0))
         Path(args.measured[1]).write_text(render(returns))
 
 

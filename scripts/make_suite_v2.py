@@ -158,12 +158,12 @@ def _success_rates(path: str) -> dict[str, float]:
     from polar_bench.results import read_results
 
     r = read_results(path)
-    bad = [e for e in r.episodes if e["status"] != "ok"]
+    bad = [e for e in r.episodes if e.status.value != "ok"]
     if bad:
         sys.exit(f"{len(bad)} episodes failed; measure again")
     by: dict[str, list[float]] = {}
     for e in r.episodes:
-        by.setdefault(e["task"], []).append(episode_value(e, "success"))
+        by.setdefault(e.task, []).append(episode_value(e, "success"))
     return {k: sum(v) / len(v) for k, v in by.items()}
 
 

@@ -33,7 +33,7 @@ def test_sb3_model_trains_on_a_harness_and_evaluates_through_the_adapter(tmp_pat
     assert code == 0, capsys.readouterr().err
     r = read_results(out)
     assert r.agent_name == "sb3-ppo" and len(r.episodes) == 6
-    assert all(e["status"] == "ok" and e["length"] >= 8 for e in r.episodes)
+    assert all(e.status.value == "ok" and e.length >= 8 for e in r.episodes)
 
 
 def test_sb3_adapter_returns_harness_actions():

@@ -75,7 +75,7 @@ def test_evaluate_and_score_classic_control_under_the_installed_versions(tmp_pat
     code, err = _run(["evaluate", RANDOM, "--suite", _suite(tmp_path), "--out", str(out), "--workers", "1",
                       "--no-progress"], capsys)
     assert code == 0, err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     assert [e["status"] for e in data["episodes"]] == ["ok"] * 4
     assert data["comparable"] is True
     assert data["versions"]["numpy"] == np.__version__
@@ -97,7 +97,7 @@ def test_a_pin_mismatch_names_both_versions_and_the_command_that_fixes_it(tmp_pa
     code, err = _run(["evaluate", RANDOM, "--suite", suite, "--out", str(out), "--workers", "1", "--no-progress",
                       "--allow-version-mismatch"], capsys)
     assert code == 0, err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     assert data["comparable"] is False
     assert data["version_mismatches"] == {"numpy": {"pinned": "1.0.0", "installed": np.__version__}}
 

@@ -106,8 +106,8 @@ def test_version_mismatch_stops_unless_allowed(tmp_path, capsys):
                             "--allow-version-mismatch", "--no-progress"], capsys)
     assert code == 0, err
     r = read_results(out)
-    assert r.data["comparable"] is False and r.data["standard"] is False
-    assert r.data["version_mismatches"]["gymnasium"]["pinned"] == "0.29.1"
+    assert r.comparable is False and r.standard is False
+    assert r.version_mismatches is not None and r.version_mismatches["gymnasium"]["pinned"] == "0.29.1"
 
 
 # --------------------------------------------------------------------------- failures
@@ -201,7 +201,7 @@ def test_failures_are_recorded_per_episode_and_the_run_goes_on(tmp_path, capsys)
     code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--workers", "2",
                             "--harness-plugin", plugin, "--step-timeout", "0.5", "--no-progress"], capsys)
     assert code == 1, err
-    eps = {e["seed"]: e for e in read_results(out).episodes}
+    eps = {e["seed"]: e for e in read_results(out).to_json()["episodes"]}
     assert eps[10]["status"] == "ok" and eps[10]["return"] == 20.0 and eps[10]["length"] == 20
     assert eps[16]["status"] == "ok"
     assert eps[11]["status"] == "env_error" and "native simulator exploded" in eps[11]["error"]
@@ -211,7 +211,7 @@ def test_failures_are_recorded_per_episode_and_the_run_goes_on(tmp_path, capsys)
     assert eps[14]["status"] == "timeout" and "step timeout of 0.5 s" in eps[14]["error"]
     assert eps[15]["status"] == "agent_error" and "agent process ended itself (exit code 3)" in eps[15]["error"]
     assert len(eps) == 7
-    data = read_results(out).data
+    data = read_results(out).to_json()
     assert data["standard"] is False and data["harness_plugins"][0]["sha256"]
 
 
@@ -254,7 +254,7 @@ def test_what_episode_info_returns_is_checked_and_the_run_goes_on(tmp_path, caps
     code, _, err = run_cli(["evaluate", agent, "--suite", suite, "--out", out, "--workers", "1",
                             "--envs-per-worker", lanes, "--no-progress", *extra], capsys)
     assert code == 1, err
-    eps = {e["seed"]: e for e in read_results(out).episodes}
+    eps = {e["seed"]: e for e in read_results(out).to_json()["episodes"]}
     assert eps[600]["status"] == "ok" and eps[600]["counts"] == [0, 1, 2] and eps[600]["mean"] == 0.5
     assert eps[600]["pair"] == [1, "a"]
     fix = "return a dict of JSON values"
@@ -282,7 +282,7 @@ def test_an_agent_info_that_is_not_small_json_is_one_line(tmp_path, capsys, info
 
 # --------------------------------------------------------------------------- determinism and resume
 def _returns(path):
-    return [(e["task"], e["run"], e["index"], e["seed"], e["return"], e["length"]) for e in read_results(path).episodes]
+    return [(e.task, e.run, e.index, e.seed, e.ret, e.length) for e in read_results(path).episodes]
 
 
 def test_returns_identical_whatever_the_number_of_workers(tmp_path, capsys):
@@ -436,7 +436,7 @@ def test_workers_that_cannot_start_leave_no_failed_episode_in_the_journal(tmp_pa
     monkeypatch.delenv("POLAR_TEST_BREAK_WORKERS")
     code, _, err = run_cli(cmd, capsys)
     assert code == 0, err
-    assert {e["status"] for e in read_results(out).episodes} == {"ok"}
+    assert {e["status"] for e in read_results(out).to_json()["episodes"]} == {"ok"}
 
 
 def test_journal_of_another_evaluation_is_refused_and_another_agent_files_is_set_aside(tmp_path, capsys):
@@ -461,16 +461,16 @@ def test_results_file_contents(tmp_path, capsys):
                             "--workers", "1", "--no-progress"], capsys)
     assert code == 0, err
     r = read_results(out)
-    d = r.data
+    d = r.to_json()
     assert d["suite"]["name"] == "tiny" and d["suite"]["hash"].startswith("sha256:")
     assert d["agent"]["info"]["name"] == "random" and len(d["agent"]["sha256"]) == 64
     assert d["versions"]["gymnasium"] == "1.2.0" and d["comparable"] is True
     assert d["environment"]["python"] and d["command"].startswith("python -m polar_bench evaluate")
     assert len(r.episodes) == 2 * 3 + 2 * 2
-    pend = [e for e in r.episodes if e["task"] == "gym/Pendulum-v1"]
-    assert all("clipped_actions" in e for e in pend)
-    assert {e["seed"] for e in pend} == set(d["suite"]["tasks"][1]["seeds"])
-    assert all(e["agent_seconds"] <= e["wall_seconds"] for e in r.episodes)
+    pend = [e for e in r.episodes if e.task == "gym/Pendulum-v1"]
+    assert all(e.clipped_actions is not None for e in pend)
+    assert {e.seed for e in pend} == set(r.suite.tasks[1].seeds)
+    assert all((e.agent_seconds or 0) <= (e.wall_seconds or 0) for e in r.episodes)
 
 
 def test_read_results_refuses_unknown_versions_and_bad_files(tmp_path):
@@ -536,7 +536,7 @@ def test_several_episodes_per_worker_give_the_same_results(tmp_path, capsys):
     assert run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--workers", "2", "--envs-per-worker", "3",
                     "--no-progress"], capsys)[0] == 0
     assert _returns(out) == _returns(ref)
-    assert read_results(out).data["config"]["envs_per_worker"] == 3
+    assert read_results(out).to_json()["config"]["envs_per_worker"] == 3
 
 
 def test_failures_with_several_episodes_per_worker(tmp_path, capsys):
@@ -548,7 +548,7 @@ def test_failures_with_several_episodes_per_worker(tmp_path, capsys):
                             "--harness-plugin", plugin, "--envs-per-worker", "7",
                             "--step-timeout", "0.5", "--no-progress"], capsys)
     assert code == 1, err
-    eps = {e["seed"]: e for e in read_results(out).episodes}
+    eps = {e["seed"]: e for e in read_results(out).to_json()["episodes"]}
     # the hang (seed 14) and the exit (seed 15) take the shared agent process down with every lane in flight;
     # those episodes are played again alone and succeed or fail on their own
     assert [eps[s]["status"] for s in range(10, 17)] == ["ok", "env_error", "agent_error", "agent_error",
@@ -573,7 +573,7 @@ def test_a_worker_lost_mid_run_is_replaced_and_the_results_say_why_and_what_it_p
                             "--workers", "1", "--harness-plugin", plugin, "--envs-per-worker", "2",
                             "--no-progress"], capsys)
     assert marker.exists() and code == 1, err  # 1: seed 11's env_error
-    data = read_results(out).data
+    data = read_results(out).to_json()
     assert [e["status"] for e in sorted(data["episodes"], key=lambda e: e["seed"])] == ["ok", "env_error"] + ["ok"] * 5
     assert data["config"]["replaced_workers"] == 1
     (loss,) = data["config"]["worker_losses"]
@@ -604,7 +604,7 @@ def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, ca
     episodes = [r for r in lines if "journal" not in r]
     assert episodes[:len(first_episodes)] == first_episodes          # kept, not replayed
     keys = [(r["task"], r["run"], r["index"]) for r in episodes]
-    assert len(keys) == len(set(keys)) == len(read_results(ref).episodes)
+    assert len(keys) == len(set(keys)) == len(read_results(ref).to_json()["episodes"])
     # the other way round (a journal with more tasks than the selection) is refused
     code, _, err = run_cli(["evaluate", agent, "--suite", TINY, "--out", out, "--tasks", "gym/CartPole-v1",
                             "--workers", "1", "--no-progress"], capsys)
@@ -637,7 +637,7 @@ def test_digests_do_not_depend_on_lanes_or_on_sharing_an_environment(tmp_path, c
                                 "--episodes", "3", "--workers", "1", "--envs-per-worker", lanes, "--out", out,
                                 "--no-progress"], capsys)
         assert code == 0, err
-        digests.append([(e["return"], e["digest"]) for e in read_results(out).episodes])
+        digests.append([(e["return"], e["digest"]) for e in read_results(out).to_json()["episodes"]])
     assert digests[0] == digests[1] and len({d for _, d in digests[0]}) == 3
 
 

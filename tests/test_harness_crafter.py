@@ -102,7 +102,7 @@ def test_achievements_are_kept_in_the_episode_record(tmp_path):
     code = main(["evaluate", str(tmp_path / "agent.py"), "--suite", str(tmp_path / "s.toml"), "--out", str(out),
                  "--workers", "1"])
     assert code == 0
-    episodes = polar_bench.read_results(out).episodes
+    episodes = polar_bench.read_results(out).to_json()["episodes"]
     assert len(episodes) == 2
     for e in episodes:
         assert e["length"] == 60 and isinstance(e["harness"]["achievements"], list)

@@ -56,7 +56,7 @@ def _evaluate(agent: str, out: Path, capsys, *extra: str) -> tuple[int, list[dic
                  "--tasks", "gym/CartPole-v1", *extra])
     _, err = capsys.readouterr()
     assert code in (0, 1), err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     return code, data["episodes"], data
 
 
@@ -71,7 +71,7 @@ def honest(tmp_path_factory):
     code = main(["evaluate", agent, "--suite", TINY, "--out", str(tmp / "r.json"), "--workers", "1",
                  "--no-progress", "--tasks", "gym/CartPole-v1"])
     assert code == 0
-    return _outcome(read_results(tmp / "r.json").episodes)
+    return _outcome(read_results(tmp / "r.json").to_json()["episodes"])
 
 
 def test_patching_the_environment_class_at_import_changes_nothing(tmp_path, capsys, honest):
@@ -456,7 +456,7 @@ def test_verify_reruns_with_the_recorded_thread_count(tmp_path, capsys):
     code = main(["evaluate", agent, "--suite", "v1", "--tasks", "gym/CartPole-v1", "--runs", "1", "--episodes", "2",
                  "--workers", "1", "--no-progress", "--out", str(out), "--agent-threads", "2"])
     assert code == 0, capsys.readouterr().err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     assert data["isolation"]["agent_threads"] == 2
     assert all(e["length"] < 20 for e in data["episodes"])  # it played the two-thread way
     record, _ = verify(out, agent, 2, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False)

@@ -423,6 +423,6 @@ def test_evaluate_with_the_llm_server_down_fails_episodes_not_the_run(tmp_path, 
                  "--episodes", "2", "--workers", "1", "--no-progress", "--out", str(out)])
     capsys.readouterr()
     assert code == 1
-    episodes = read_results(out).episodes
+    episodes = read_results(out).to_json()["episodes"]
     assert [e["status"] for e in episodes] == ["agent_error", "agent_error"]
     assert all("LLMError: cannot reach the LLM server" in e["error"] for e in episodes)

@@ -214,7 +214,7 @@ def test_evaluate_an_llm_agent_end_to_end(tmp_path, capsys, monkeypatch):
         code = main(["evaluate", str(agent), "--suite", suite, "--tasks", "gym/CartPole-v1", "--runs", "1",
                      "--episodes", "2", "--workers", str(workers), "--no-progress", "--out", str(out)])
         assert code == 0, capsys.readouterr().err
-        results.append(read_results(out).episodes)
+        results.append(read_results(out).to_json()["episodes"])
     strip = [[(e["return"], e["length"], e["llm"]["calls"], e["llm"]["prompt_tokens"],
                e["llm"]["completion_tokens"]) for e in eps] for eps in results]
     assert strip[0] == strip[1] == strip[2]

@@ -243,7 +243,7 @@ def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(mode, tmp_pa
                  "--llm-upstream", upstream, "--llm-budget", "calls=5", "--trajectories", str(tmp_path / "traj")]
                 + (["--in-process"] if mode == "in-process" else []))
     err = capsys.readouterr().err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     if not data["isolation"]["layers"].get("network_namespace", "on").startswith("on"):
         pytest.skip("no network namespace on this machine")
     assert code in (0, 1), err
@@ -294,7 +294,7 @@ def test_with_the_host_network_the_proxy_listens_on_a_host_port(tmp_path, capsys
                  "--episodes", "1", "--workers", "1", "--no-progress", "--out", str(out),
                  "--llm-upstream", upstream, "--agent-network"])
     err = capsys.readouterr().err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     assert code == 0, err
     assert data["isolation"]["agent_network"] and data["isolation"]["layers"]["network_namespace"].startswith("off")
     (ep,) = data["episodes"]

@@ -34,7 +34,7 @@ def test_an_agent_from_the_wild_is_recorded_token_by_token(agent, tmp_path, caps
     code = main(["evaluate", str(HERE / "data" / "llm_agents" / agent), "--suite", str(SUITE), "--workers", "1",
                  "--no-progress", "--out", str(out), "--trajectories", str(traj)])
     err = capsys.readouterr().err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
         pytest.skip("no network namespace on this machine")
     assert code == 0, [e.get("error") for e in data["episodes"]] or err
@@ -100,7 +100,7 @@ def test_the_polar_bench_llm_client_goes_through_the_proxy(tmp_path, capsys):
     code = main(["evaluate", str(agent), "--suite", str(SUITE), "--tasks", "babyai/*", "--workers", "1",
                  "--no-progress", "--out", str(out)])
     err = capsys.readouterr().err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
         pytest.skip("no network namespace on this machine")
     assert code == 0, [e.get("error") for e in data["episodes"]] or err
@@ -132,7 +132,7 @@ def test_the_proxy_is_on_by_default_and_verify_reruns_behind_it(tmp_path, capsys
     code = main(["evaluate", str(agent), "--suite", "v1", "--tasks", "gym/CartPole-v1", "--runs", "1",
                  "--episodes", "1", "--workers", "1", "--no-progress", "--out", str(out)])
     err = capsys.readouterr().err
-    data = read_results(out).data
+    data = read_results(out).to_json()
     if not data["isolation"]["layers"]["network_namespace"].startswith("on"):
         pytest.skip("no network namespace on this machine")
     assert code == 0, [e.get("error") for e in data["episodes"]] or err

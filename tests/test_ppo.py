@@ -235,10 +235,10 @@ def test_smoke_checkpoints_evaluate_through_agent_py(smoke_checkpoints, tmp_path
     code = polar_main(["evaluate", AGENT, "--suite", SMOKE, "--workers", "2", "--out", str(out), "--no-progress"])
     assert code == 0, capsys.readouterr().err
     results = read_results(out)
-    episodes = results.episodes
+    episodes = results.to_json()["episodes"]
     assert {e["task"] for e in episodes} == set(FAMILIES)
     assert all(e["status"] == "ok" for e in episodes)
-    assert results.data["agent"]["info"]["name"] == "ppo"
+    assert results.agent_info["name"] == "ppo"
     # The agent plays the mode action, so it reproduces training's final evaluation on the same seeds.
     for task in FAMILIES:
         returns = [e["return"] for e in episodes if e["task"] == task]

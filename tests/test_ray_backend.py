@@ -23,7 +23,7 @@ RANDOM = str(HERE.parent / "examples" / "random_agent.py")
 
 def _episodes(path):
     return [(e["task"], e["run"], e["index"], e["seed"], e["return"], e["length"], e["status"])
-            for e in read_results(path).episodes]
+            for e in read_results(path).to_json()["episodes"]]
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,7 @@ def test_same_episodes_as_local_processes(ray_local, local_reference, tmp_path, 
     out = str(tmp_path / "ray.json")
     assert main(["evaluate", RANDOM, "--suite", TINY, "--out", out, "--backend", "ray", "--no-progress"]) == 0
     assert _episodes(out) == _episodes(local_reference)
-    cfg = read_results(out).data["config"]
+    cfg = read_results(out).to_json()["config"]
     assert cfg["backend"] == "ray" and cfg["workers"] == 2
 
 
@@ -53,10 +53,10 @@ def test_failures_are_handled_as_locally(ray_local, tmp_path, capsys):
     code = main(["evaluate", agent, "--suite", suite, "--out", out, "--backend", "ray", "--step-timeout", "0.5",
                  "--harness-plugin", plugin, "--no-progress"])
     assert code == 1
-    eps = {e["seed"]: e for e in read_results(out).episodes}
+    eps = {e["seed"]: e for e in read_results(out).to_json()["episodes"]}
     assert [eps[s]["status"] for s in range(10, 17)] == ["ok", "env_error", "agent_error", "agent_error",
                                                           "timeout", "agent_error", "ok"]
-    assert "exit code 3" in eps[15]["error"] and read_results(out).data["isolation"]["mode"] == "process"
+    assert "exit code 3" in eps[15]["error"] and read_results(out).to_json()["isolation"]["mode"] == "process"
 
 
 def test_resume_a_local_journal_on_ray(ray_local, local_reference, tmp_path, capsys):
@@ -86,7 +86,7 @@ def test_agent_folder_is_shipped(ray_local, tmp_path, capsys):
     out = str(tmp_path / "r.json")
     assert main(["evaluate", str(tmp_path / "agent.py"), "--suite", TINY, "--out", out, "--backend", "ray",
                  "--episodes", "1", "--no-progress"]) == 0
-    assert all(e["status"] == "ok" for e in read_results(out).episodes)
+    assert all(e["status"] == "ok" for e in read_results(out).to_json()["episodes"])
 
 
 def test_missing_ray_names_the_install_command(monkeypatch, tmp_path, capsys):
@@ -148,7 +148,7 @@ def test_node_death_mid_run_retries_its_episodes_elsewhere(tmp_path, capsys):
         t.join(timeout=300)
         assert codes == [0]
         assert _episodes(str(out)) == _episodes(ref)
-        config = read_results(str(out)).data["config"]
+        config = read_results(str(out)).to_json()["config"]
         assert config["replaced_workers"] >= 1  # the loss really hit the run
         assert len(config["worker_losses"]) == config["replaced_workers"] and config["worker_losses"][0]["playing"]
         keys = [tuple(json.loads(x)[k] for k in ("task", "run", "index")) for x in journal.read_text().splitlines()[1:]]
@@ -232,7 +232,7 @@ def test_heterogeneous_scale_102_environments_at_once_on_three_nodes(tmp_path, c
         assert main(["evaluate", str(agent), "--suite", str(suite), "--out", out, "--backend", "ray",
                      "--workers", "3", "--envs-per-worker", "34", "--no-progress"]) == 0
         assert _episodes(out) == _episodes(ref)
-        eps = read_results(out).episodes
+        eps = read_results(out).to_json()["episodes"]
         by_pid: dict = {}
         for e in eps:
             by_pid.setdefault(e["probe"]["pid"], set()).add(e["task"])

@@ -87,7 +87,7 @@ def _evaluate(agent: str, out: Path, capsys, *extra: str) -> dict:
                  "--envs-per-worker", "1", "--tasks", "gym/CartPole-v1", *extra])
     _, err = capsys.readouterr()
     assert code in (0, 1), err
-    return read_results(out).data
+    return read_results(out).to_json()
 
 
 @pytest.fixture(scope="module")
@@ -265,7 +265,7 @@ def test_what_the_agent_prints_is_capped(tmp_path, capfd, honest):
     assert code == 0
     assert err.count("the rest of its output is dropped") == 1
     assert (1 << 20) <= len(err) < (1 << 20) + 4096  # one agent process played (the probe printed nothing)
-    episodes = read_results(tmp_path / "r.json").episodes
+    episodes = read_results(tmp_path / "r.json").to_json()["episodes"]
     assert {(e["run"], e["seed"]): (e["return"], e["length"], e["digest"]) for e in episodes} == honest
 
 

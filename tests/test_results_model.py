@@ -1,4 +1,5 @@
-"""The typed episode record (`polar_bench.results.model`) and the results JSON Schema say the same."""
+"""The typed results model (`polar_bench.results.model`) and the results JSON Schema say the same, and the
+model reads every committed results file and writes it back unchanged."""
 
 from __future__ import annotations
 
@@ -8,8 +9,17 @@ from pathlib import Path
 import pytest
 
 from polar_bench.errors import ResultsError
-from polar_bench.results import read_results, results_schema
-from polar_bench.results.model import EPISODE_FIELDS, EPISODE_REQUIRED, Episode, Status
+from polar_bench.results import load_json, read_results, results_schema
+from polar_bench.results.model import (
+    EPISODE_FIELDS,
+    EPISODE_REQUIRED,
+    RESULTS_FIELDS,
+    SUITE_FIELDS,
+    SUITE_TASK_FIELDS,
+    Episode,
+    ResultsFile,
+    Status,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,14 +31,47 @@ def test_the_schema_lists_the_models_fields_statuses_and_required_ones():
     assert item["required"] == list(EPISODE_REQUIRED)
 
 
-def test_every_committed_record_reads_and_writes_back_unchanged():
-    """The random v1 entry's 1,770 records and a v2 file with harness records and digests: from_json then
-    to_json gives the same record (the same keys and values)."""
-    for path in ("baselines/random/results-v1.json", "baselines/random/results-v2.json"):
-        episodes = read_results(ROOT / path).episodes
-        assert episodes
-        for i, rec in enumerate(episodes):
-            assert Episode.from_json(rec, f"{path} episode {i}").to_json() == rec
+def test_the_schema_lists_the_results_files_and_suites_fields():
+    schema = results_schema()
+    assert set(schema["properties"]) == set(RESULTS_FIELDS)
+    assert set(schema["properties"]["suite"]["properties"]) == set(SUITE_FIELDS)
+    assert set(schema["properties"]["suite"]["properties"]["tasks"]["items"]["properties"]) == set(SUITE_TASK_FIELDS)
+    assert all(key in RESULTS_FIELDS for key in schema["required"])
+
+
+COMMITTED = ["baselines/random/results-v1.json", "baselines/random/results-v2.json",
+             *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "leaderboard" / "entries").glob("*/results.json"))]
+
+
+@pytest.mark.parametrize("path", COMMITTED)
+def test_every_committed_results_file_reads_and_writes_back_unchanged(path):
+    """Every leaderboard entry and the random baselines' files (harness records, digests, LLM counts):
+    from_json then to_json gives the same object (the top level in the same key order), and each record
+    on its own too (an older file may order an agent's own keys before ``llm``)."""
+    data = load_json(ROOT / path)
+    results = read_results(ROOT / path)
+    assert results.episodes and results.path == str(ROOT / path)
+    assert results.to_json() == data and list(results.to_json()) == list(data)
+    assert ResultsFile.from_json(results.to_json()) == results
+    for i, rec in enumerate(data["episodes"]):
+        assert Episode.from_json(rec, f"{path} episode {i}").to_json() == rec
+    assert sum(results.status_counts().values()) == len(data["episodes"])
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda d: d["suite"]["tasks"][0].update(high=d["suite"]["tasks"][0]["low"]), "unusable normalization references"),
+    (lambda d: d["suite"]["tasks"].append(dict(d["suite"]["tasks"][0])), "lists task gym/CartPole-v1 twice"),
+    (lambda d: d["episodes"][0].update(task="gym/Nope-v0"), "which the results' suite does not list"),
+    (lambda d: d["episodes"][0].update(run=7), "has run 7, outside 0..2"),
+    (lambda d: d["episodes"][1].update(index=0), "has episode 0 twice"),
+    (lambda d: d.update(format_version=9), "format version 9 is newer than this polar_bench reads"),
+    (lambda d: d.update(started=5), "does not match the results schema: started"),
+])
+def test_a_results_files_structure_is_checked_in_from_json(change, message):
+    data = load_json(ROOT / "baselines/random/results-v1.json")
+    change(data)
+    with pytest.raises(ResultsError, match=message.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        ResultsFile.from_json(data, "the file")
 
 
 @pytest.mark.parametrize("change,message", [

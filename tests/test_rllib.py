@@ -53,7 +53,7 @@ def test_training_end_to_end_and_checkpoint_evaluated(cluster, tmp_path, capsys,
     assert main(["evaluate", str(ROOT / "examples" / "rllib_agent.py"), "--suite", "v1", "--tasks",
                  "gym/CartPole-v1", "--runs", "1", "--episodes", "2", "--workers", "1", "--no-progress",
                  "--out", out]) == 0
-    episodes = read_results(out).episodes
+    episodes = read_results(out).to_json()["episodes"]
     assert len(episodes) == 2 and all(e["status"] == "ok" for e in episodes)
     # resuming continues from the saved step count instead of starting again
     resumed = train(_cfg(steps=3000), tmp_path, resume=True)

@@ -75,7 +75,7 @@ def test_checkpoint_with_dict_observations_evaluates(babyai_run, tmp_path, monke
     path = str(tmp_path / "eval.json")
     assert main(["evaluate", str(ROOT / "examples" / "rllib_agent.py"), "--suite", "v1", "--tasks", TASK,
                  "--runs", "1", "--episodes", "2", "--workers", "1", "--no-progress", "--out", path]) == 0
-    episodes = read_results(path).episodes
+    episodes = read_results(path).to_json()["episodes"]
     assert [e["status"] for e in episodes] == ["ok", "ok"]
 
 
@@ -99,7 +99,7 @@ def test_in_training_evaluation_plays_the_suite_seeds_like_evaluate(babyai_run, 
     path = str(tmp_path / "eval.json")
     assert main(["evaluate", str(ROOT / "examples" / "rllib_agent.py"), "--suite", "v1", "--tasks", TASK,
                  "--runs", "1", "--episodes", "2", "--workers", "1", "--no-progress", "--out", path]) == 0
-    played = {e["seed"]: (e["return"], e["length"]) for e in read_results(path).episodes}
+    played = {e["seed"]: (e["return"], e["length"]) for e in read_results(path).to_json()["episodes"]}
     assert {r["seed"]: (r["return"], r["length"]) for r in records} == played
 
 

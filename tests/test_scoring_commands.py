@@ -411,7 +411,7 @@ def test_a_task_scored_by_success_reads_the_harness_record_not_the_return(tmp_pa
         with pytest.raises(ResultsError, match="not a dungeon level, an integer of at least 1"):
             episode_value({"return": 3.0, "harness": {"depth": depth}}, "depth")
     data["suite"]["tasks"][0]["metric"] = "luck"
-    with pytest.raises(ResultsError, match="unknown metric 'luck'"):
+    with pytest.raises(ResultsError, match="suite/tasks/0/metric: 'luck' is not one of"):  # the schema says so
         agent_scores(data)
 
 

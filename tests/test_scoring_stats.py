@@ -242,7 +242,7 @@ def test_budget_per_task_and_below_protocol_marks(tmp_path):
 
 
 def test_the_leaderboard_says_no_method_reaches_93_percent_at_3_runs():
-    from polar_bench.leaderboard.ranking import coverage_note
+    from polar_bench.report import coverage_note
 
     note = coverage_note(3, "rescaled")
     assert note is not None and "92.8% of the time" in note

@@ -23,14 +23,30 @@ from polar_bench.artifacts import ArtifactError, ensure_artifacts, machine_descr
 from polar_bench.cli import main
 from polar_bench.leaderboard import check_submission, load_entries, verify
 from polar_bench.leaderboard.verify import (
-    _compare,
     bitwise_across_machines,
     catch_probability,
     draw_sample,
     required_sample,
 )
+from polar_bench.results import Episode
 
 ROOT = Path(__file__).resolve().parent.parent
+verify_module = importlib.import_module("polar_bench.leaderboard.verify")  # the package exports the function
+
+
+def _ep(fields: dict) -> Episode:
+    """An episode record from the fields a comparison reads (an ok one unless ``status`` says otherwise)."""
+    return Episode.from_json({"task": "gym/CartPole-v1", "run": 0, "seed": 1, "length": 0, "status": "ok", **fields})
+
+
+def _compare(e: dict, again: dict, *args, **kwargs):
+    return verify_module._compare(_ep(e), _ep({"return": None, **again}), *args, **kwargs)
+
+
+def _differences(e: dict, again: dict, llm_counted: bool) -> list[str]:
+    return verify_module._differences(_ep(e), _ep(again), llm_counted)
+
+
 RANDOM_RESULTS = ROOT / "baselines" / "random" / "results-v1.json"
 RANDOM_AGENT = ROOT / "examples" / "random_agent.py"
 CARTPOLE = ["gym/CartPole-v1"]
@@ -352,7 +368,6 @@ def test_submit_refuses_in_process_results(tmp_path, isolation, refused):
 
 
 def test_a_rerun_must_bring_back_the_harness_record_the_submission_claims():
-    from polar_bench.leaderboard.verify import _compare
 
     sub = {"return": -5.0, "length": 189, "digest": "d", "status": "ok",
            "harness": {"end_status": "task_successful", "success": True, "depth": 1}}
@@ -371,7 +386,6 @@ def test_a_rerun_must_bring_back_the_harness_record_the_submission_claims():
 def test_a_rerun_must_bring_back_the_llm_use_the_proxy_counted():
     """The leaderboard's cost column reads the episodes' LLM counts: behind the proxy a deterministic
     agent's re-run makes the same calls with the same tokens, so an edited count is a mismatch."""
-    from polar_bench.leaderboard.verify import _compare
 
     counted = {"calls": 18, "prompt_tokens": 2041, "completion_tokens": 36, "seconds": 4.0, "source": "proxy"}
     sub = {"return": 0.5, "length": 20, "digest": "d", "status": "ok", "llm": counted}
@@ -388,7 +402,6 @@ def test_a_rerun_must_bring_back_the_llm_use_the_proxy_counted():
     # an agent that called no LLM in the re-run: nothing to compare
     assert _compare(dict(sub, llm=None), dict(sub, llm=None), True, 0.0, 1.0, llm_counted=True)[2] is True
     # the mismatch line says what differed
-    from polar_bench.leaderboard.verify import _differences
 
     edited = dict(sub, llm=dict(counted, prompt_tokens=20))
     assert _differences(edited, again, True) == [

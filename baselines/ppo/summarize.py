@@ -13,7 +13,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from polar_bench.results import read_results
+from polar_bench.results import Status, read_results
 from polar_bench.suite import load_suite
 
 
@@ -22,10 +22,10 @@ def per_run_means(path) -> tuple[dict, dict]:
     res = read_results(path)
     returns: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for e in res.episodes:
-        if e["status"] == "ok":
-            returns[e["task"]][e["run"]].append(e["return"])
+        if e.status is Status.OK and e.ret is not None:
+            returns[e.task][e.run].append(e.ret)
     return ({t: {r: float(np.mean(v)) for r, v in runs.items()} for t, runs in returns.items()},
-            res.data["agent"].get("info", {}))
+            res.agent_info)
 
 
 def table(path, against=None, suite: str = "v1", digits: int = 3) -> str:

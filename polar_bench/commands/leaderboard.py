@@ -3,13 +3,18 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
 from .. import scoring
 from ..errors import UserError
 
+if TYPE_CHECKING:  # the leaderboard package is imported only by the commands that use it
+    from ..leaderboard import Problem, RankingOptions
 
-def register(sub) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("submit", help="check a results file and add it to the leaderboard",
                        description="Run every check of SUBMISSION.md on a results file; when it passes, add it "
                                    "to the leaderboard folder as a content-addressed entry. A rejection lists "
@@ -22,7 +27,11 @@ def register(sub) -> None:
                    help="problems listed per check before a count of the rest (0: all; default: %(default)s)")
     p.add_argument("--check-only", action="store_true", help="run the checks, add nothing")
     p.set_defaults(func=submit_command)
+    _register_verify(sub)
+    _register_leaderboard(sub)
 
+
+def _register_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("verify", help="re-run an unpredictable sample of a submission's episodes and compare them",
                        description="Re-run a sample of the episodes of a results file with its agent file (in its "
                                    "own locked-down process) and compare them: by trajectory digest for a "
@@ -52,9 +61,8 @@ def register(sub) -> None:
                    help="skip the fresh-seed check (every task and run played on seeds drawn for this "
                         "verification, compared with the published-seed scores per domain); recorded as not done")
     p.add_argument("--artifact-store", metavar="URL",
-                   help="look missing artifacts up by SHA-256 in this store before rebuilding them: a folder or an "
-                        "fsspec URL; 'none' for no store (default: $POLAR_BENCH_ARTIFACT_STORE, else the user's "
-                        "cache)")
+                   help="the store to fetch missing artifacts from before rebuilding them: a folder, an fsspec URL "
+                        "or 'none' (default: $POLAR_BENCH_ARTIFACT_STORE, else the user's cache; docs/artifacts.md)")
     p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
     p.add_argument("--llm-upstream", metavar="URL",
                    help="the OpenAI-compatible upstream behind the LLM proxy that the re-run agent runs behind "
@@ -65,6 +73,8 @@ def register(sub) -> None:
                    help="no progress output (default: a bar on a terminal, a line every 10 s otherwise)")
     p.set_defaults(func=verify_command)
 
+
+def _register_leaderboard(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("leaderboard", help="build the leaderboard's tables and static site",
                        description="Leaderboard maintenance.")
     lsub = p.add_subparsers(dest="leaderboard_command", metavar="ACTION")
@@ -77,10 +87,15 @@ def register(sub) -> None:
     b.add_argument("--no-plots", action="store_true", help="no plots (no matplotlib needed)")
     stats_options(b)
     b.set_defaults(func=build_command)
-    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    def usage(args: argparse.Namespace) -> int:  # no ACTION given
+        p.print_help()
+        return 2
+
+    p.set_defaults(func=usage)
 
 
-def stats_options(p) -> None:
+def stats_options(p: argparse.ArgumentParser) -> None:
     """The statistics of the leaderboard (defaults equal to report's, so tables reproduce)."""
     g = p.add_argument_group("statistics")
     g.add_argument("--reps", type=int, default=scoring.AGGREGATE_REPS,
@@ -92,7 +107,7 @@ def stats_options(p) -> None:
     g.add_argument("--digits", type=int, default=3, help="decimals in the tables (default: %(default)s)")
 
 
-def ranking_options(args):
+def ranking_options(args: argparse.Namespace) -> RankingOptions:
     from ..leaderboard import RankingOptions
 
     for name in ("reps", "poi_reps"):
@@ -108,7 +123,7 @@ def ranking_options(args):
                           digits=args.digits)
 
 
-def print_problems(path: str, problems, limit: int, data=None) -> None:
+def print_problems(path: str, problems: list[Problem], limit: int, data: Any = None) -> None:
     """The root cause first (`checks.root_cause`), then each check's problems, ``limit`` per check."""
     from ..leaderboard import CHECKS
     from ..leaderboard.checks import root_cause
@@ -135,7 +150,7 @@ def _print_retried(data: dict | None) -> None:
               "each records its attempts, and the leaderboard's entry page shows their number")
 
 
-def submit_command(args) -> int:
+def submit_command(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..leaderboard import SubmissionRejected, check_submission, submit
@@ -163,18 +178,18 @@ def submit_command(args) -> int:
         from ..results import read_results
 
         try:
-            data = read_results(exc.path).data
+            data = read_results(exc.path).to_json()
         except Exception:  # noqa: BLE001 - a file too broken to read has its problems listed anyway
             data = None
         print_problems(exc.path, exc.problems, args.max_problems, data)
         return 2
     print(f"accepted: {entry.name} is entry {entry.id} in {entry.folder}; run "
           f"'python -m polar_bench leaderboard build {args.leaderboard}' to update the tables and the site")
-    _print_retried(entry.results())
+    _print_retried(entry.results().to_json())
     return 0
 
 
-def verify_command(args) -> int:
+def verify_command(args: argparse.Namespace) -> int:
     from ..leaderboard import verify
 
     if args.workers < 1:
@@ -220,7 +235,7 @@ def verify_command(args) -> int:
     return 0 if record["passed"] else 1
 
 
-def build_command(args) -> int:
+def build_command(args: argparse.Namespace) -> int:
     from ..leaderboard import build
 
     if args.leaderboard_command != "build":

@@ -3,6 +3,7 @@ files (see docs/scoring.md for the definitions, the domain weighting and the inc
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from dataclasses import replace
@@ -26,7 +27,7 @@ from ..reporting import (
 PUBLISHED_DOMAIN = "atari100k"  # the domain of suite v2 that the published Atari 100k runs match
 
 
-def _common(p, poi: bool = False, profiles: bool = False) -> None:
+def _common(p: argparse.ArgumentParser, poi: bool = False, profiles: bool = False) -> None:
     g = p.add_argument_group("statistics")
     g.add_argument("--reps", type=int, default=scoring.AGGREGATE_REPS,
                    help="bootstrap replicates for the aggregate metrics (default: %(default)s)")
@@ -61,7 +62,7 @@ def _common(p, poi: bool = False, profiles: bool = False) -> None:
                         "(the aggregates are then not the suite's standard ones)")
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("score", help="aggregate scores of one results file, with confidence intervals",
                        description="Per-domain and overall IQM with its interval, mean, median and optimality "
                                    "gap; a per-task table; a summary of failed episodes; LLM usage.")
@@ -100,7 +101,7 @@ def register(sub) -> None:
 # ---------------------------------------------------------------------------------------------------
 
 
-def _check_args(args) -> StatsOptions:
+def _check_args(args: argparse.Namespace) -> StatsOptions:
     """Check the statistics flags; return them as the library's `StatsOptions`."""
     args.interval_given = args.interval is not None
     args.interval = args.interval or "percentile"
@@ -124,25 +125,11 @@ def _check_args(args) -> StatsOptions:
                         tau_max=getattr(args, "tau_max", None))
 
 
-def coverage_warning(runs: int, method: str) -> str | None:
-    """One line for fewer than `scoring.FEW_RUNS` runs: the coverage measured for this run count
-    and interval method (`scoring.MEASURED_COVERAGE`), or None."""
-    if runs >= scoring.FEW_RUNS or runs < 2:
-        return None  # one run has its own warning: its intervals reflect evaluation noise only
-    measured = scoring.MEASURED_COVERAGE.get(method, {}).get(runs)
-    best = scoring.MEASURED_COVERAGE.get("rescaled", {}).get(runs)
-    what = (f"covered the true overall IQM in {measured:.1%} of simulated experiments" if measured is not None
-            else "have no measured coverage at this run count")
-    hint = (f"; --interval rescaled measured {best:.1%}" if method != "rescaled" and best is not None else "")
-    return (f"warning: {runs} runs: nominal 95% {method} intervals {what} (benchmarks/interval_coverage.py, "
-            f"docs/scoring.md){hint}; {scoring.FEW_RUNS} or more runs make them reliable")
-
-
-def score(args) -> int:
+def score(args: argparse.Namespace) -> int:
     opts = _check_args(args)
     agent = analysis.agent_scores(args.results, domains=args.domains)
     scopes = reporting.aggregate(agent, opts)
-    warning = coverage_warning(agent.runs, args.interval)
+    warning = report.coverage_note(agent.runs, args.interval, warning=True)
     if warning:
         print(warning, file=sys.stderr)
     if args.json:
@@ -153,19 +140,17 @@ def score(args) -> int:
     table = report.score_table(agent.label, scopes, confidence=args.confidence, reps=args.reps,
                                digits=args.digits, task_bootstrap=args.task_bootstrap, method=args.interval)
     sections = ["\n".join(header_lines(agent)), table.to_text(), report.task_table([agent], args.digits).to_text(),
-                "\n".join(error_lines(agent) + _retry_lines(agent, args.results) + llm_lines(agent)
+                "\n".join(error_lines(agent) + _retry_lines(agent) + llm_lines(agent)
                           + timing_lines(agent))]
     print("\n".join(s.rstrip("\n") + "\n" for s in sections), end="")
     return 0
 
 
-def _retry_lines(agent: analysis.AgentScores, path: str) -> list[str]:
+def _retry_lines(agent: analysis.AgentScores) -> list[str]:
     """After failed episodes: the command that plays them again (the evaluation's own, plus --retry-failed)."""
     if not any(f["status"] != "missing" for f in agent.failures):
         return []
-    from ..results import read_results
-
-    command = str(read_results(path).data.get("command") or "python -m polar_bench evaluate ...")
+    command = (agent.results.command if agent.results else "") or "python -m polar_bench evaluate ..."
     again = command if "--retry-failed" in command.split() else f"{command} --retry-failed"
     return [f"Fix the cause, then play the failed episodes again: {again}",
             "(a changed agent file starts the evaluation afresh: its old journal is set aside)"]
@@ -201,10 +186,10 @@ def _load_many(paths: list[str], at_least: int, command: str,
     return agents, notes
 
 
-def compare(args) -> int:
+def compare(args: argparse.Namespace) -> int:
     opts = _check_args(args)
     agents, notes = _load_many(args.results, 2, "compare", args.domains, args.published)
-    warning = coverage_warning(min(a.runs for a in agents), args.interval)
+    warning = report.coverage_note(min(a.runs for a in agents), args.interval, warning=True)
     if warning:
         print(warning, file=sys.stderr)
     results, pairs = reporting.scores_and_pairs(agents, opts, "compare")
@@ -223,18 +208,17 @@ def compare(args) -> int:
     poi = report.improvement_table(pairs, confidence=args.confidence, reps=args.poi_reps, digits=args.digits,
                                    method=args.interval)
     failures = [f"{a.label}: " + error_lines(a)[0] for a in agents]
-    gaps = _fresh_gaps(args.results, agents)
+    gaps = _fresh_gaps(agents)
     print("\n".join(["\n".join(lines), "", side.to_text().rstrip("\n"), "", poi.to_text().rstrip("\n"), "",
                      *([gaps.to_text().rstrip("\n"), ""] if gaps else []), *failures]))
     return 0
 
 
-def _fresh_gaps(paths: list[str], agents: list) -> report.Table | None:
+def _fresh_gaps(agents: list[analysis.AgentScores]) -> report.Table | None:
     """The generalisation gap of every fresh-seed file beside the published-seed file of its agent."""
     from ..generalization import file_gaps, gap_table
-    from ..results import read_results
 
-    files = [(a.label, read_results(p).data) for p, a in zip(paths, agents, strict=False)]
+    files = [(a.label, a.results) for a in agents if a.results is not None]
     gaps = file_gaps(files)
     return gap_table(gaps) if gaps else None
 
@@ -242,7 +226,7 @@ def _fresh_gaps(paths: list[str], agents: list) -> report.Table | None:
 FORMATS = {"markdown": "to_markdown", "latex": "to_latex", "csv": "to_csv", "text": "to_text"}
 
 
-def _leaderboard_report(args) -> int:
+def _leaderboard_report(args: argparse.Namespace) -> int:
     """`report LEADERBOARD_DIR`: the leaderboard's table, exactly as `leaderboard build` writes it."""
     from ..leaderboard import markdown_table, render_tables
     from .leaderboard import ranking_options
@@ -256,7 +240,7 @@ def _leaderboard_report(args) -> int:
     tables = [t for _, t in render_tables(args.results[0], options)]
     fmt = args.format or "markdown"
 
-    def render(t):
+    def render(t: report.Table) -> str:
         return markdown_table(t) if fmt == "markdown" else getattr(t, FORMATS[fmt])()
 
     if args.out:
@@ -270,7 +254,7 @@ def _leaderboard_report(args) -> int:
     return 0
 
 
-def report_command(args) -> int:
+def report_command(args: argparse.Namespace) -> int:
     opts = _check_args(args)
     if len(args.results) == 1 and Path(args.results[0]).is_dir():
         return _leaderboard_report(args)
@@ -293,7 +277,7 @@ def report_command(args) -> int:
     if not args.no_plots:
         report.require_matplotlib()  # fail before any work when matplotlib is missing
     written = reporting.write_report(agents_all, notes, out, opts, plots=not args.no_plots,
-                                     extra_tables=lambda agents: [t for t in [_fresh_gaps(args.results, agents)] if t])
+                                     extra_tables=lambda agents: [t for t in [_fresh_gaps(agents)] if t])
     for path in written:
         print(path)
     return 0

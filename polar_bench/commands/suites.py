@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 from ..errors import UserError
 
 
-def register(sub) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("suites", help="list the available suites")
     p.set_defaults(func=list_suites)
     p = sub.add_parser("describe", help="show a suite's tasks, constants and sources")
@@ -20,7 +21,7 @@ def register(sub) -> None:
     p.set_defaults(func=validate)
 
 
-def list_suites(args) -> int:
+def list_suites(args: argparse.Namespace) -> int:
     from ..suite import available_suites, load_suite
 
     for name, path in available_suites().items():
@@ -30,7 +31,7 @@ def list_suites(args) -> int:
     return 0
 
 
-def describe(args) -> int:
+def describe(args: argparse.Namespace) -> int:
     from ..suite import load_suite
 
     s = load_suite(args.suite)
@@ -61,7 +62,7 @@ def describe(args) -> int:
     return 0
 
 
-def validate(args) -> int:
+def validate(args: argparse.Namespace) -> int:
     path = Path(args.file)
     if not path.is_file():
         from ..suite import available_suites
@@ -100,7 +101,7 @@ def validate(args) -> int:
 
     r = read_results(path)
     counts = r.status_counts()
-    print(f"ok: results format {r.data['format_version']}, suite {r.suite_name} ({r.data['suite']['hash'][:19]}), "
+    print(f"ok: results format {r.format_version}, suite {r.suite.name} ({r.suite.hash[:19]}), "
           f"agent {r.agent_name}, {len(r.episodes)} episodes ("
           + ", ".join(f"{k} {v}" for k, v in counts.items() if v) + ")")
     return 0

@@ -4,28 +4,19 @@ This is trusted code: it runs in the evaluation worker (a process or a Ray actor
 environments. The agents live elsewhere (`polar_bench.evaluate.agents`): each tick, the loop sends
 the observations of every lane still playing to the agents in one request, and steps each lane's
 harness with the action that came back. ``harness.step`` checks every action against the task's
-action space, as it always has.
+action space. Each record carries its trajectory's digest (`polar_bench.evaluate.trajectory`).
 
-Every record carries a ``digest`` of its trajectory: SHA-256 over the episode seed, the initial
-observation, and for every step the action, the reward (float64), the terminated and truncated
-flags and the next observation if the agent acts on it (the final observation is left out: no
-action follows it, and NetHack's shows the high-score list of the games its instance played
-before), each encoded with its dtype and shape. `verify` compares digests, so a verified episode
-checks every observation the agent acted on and every action, not only the return.
+The module stays over 500 lines on purpose: `EpisodeRunner`'s lanes, agent slots, pipelined
+requests and failure handling share one state, which a split would pass around between modules.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import os
-import struct
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
-
-import numpy as np
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..errors import AgentLoadError, HarnessError, InvalidActionError
 from ..llm.proxy import EpisodeCalls, LLMBudget, LLMProxy
@@ -41,64 +32,19 @@ from .agents import (
     Slot,
     small_json,
 )
+from .trajectory import TrajectoryDigest, write_trajectory
+
+if TYPE_CHECKING:
+    from ..agent import Agent
+    from ..harness import Harness
 
 __all__ = ["TrajectoryDigest", "EpisodeRunner", "run_episode"]
-
-DIGEST_PREFIX = "sha256:"
-
-
-class TrajectoryDigest:
-    """A hash chained over one episode: seed, the observations acted on, actions, rewards and end flags."""
-
-    def __init__(self, seed: int):
-        self._h = hashlib.sha256(b"polar_bench trajectory digest v1\0")
-        self._h.update(struct.pack("<q", int(seed)))
-
-    def _value(self, v: Any) -> None:
-        h = self._h
-        if isinstance(v, dict):
-            h.update(b"d" + struct.pack("<I", len(v)))
-            for k in v:
-                self._value(str(k))
-                self._value(v[k])
-        elif isinstance(v, (list, tuple)):
-            h.update(b"l" + struct.pack("<I", len(v)))
-            for item in v:
-                self._value(item)
-        elif isinstance(v, str):
-            b = v.encode("utf-8", "surrogatepass")
-            h.update(b"s" + struct.pack("<I", len(b)) + b)
-        elif isinstance(v, bytes):
-            h.update(b"y" + struct.pack("<I", len(v)) + v)
-        elif v is None:
-            h.update(b"N")
-        else:
-            a = np.asarray(v)
-            if a.dtype.kind not in "biufc":
-                self._value(repr(v))
-                return
-            a = np.ascontiguousarray(a)
-            h.update(b"a" + a.dtype.str.encode() + struct.pack(f"<B{a.ndim}q", a.ndim, *a.shape))
-            h.update(a.tobytes())
-
-    def start(self, observation: Any) -> None:
-        self._value(observation)
-
-    def step(self, action: Any, reward: float, terminated: bool, truncated: bool, observation: Any) -> None:
-        self._value(action)
-        self._h.update(struct.pack("<d??", float(reward), bool(terminated), bool(truncated)))
-        if not (terminated or truncated):  # the final observation is never acted on
-            self._value(observation)
-
-    def hexdigest(self) -> str:
-        return DIGEST_PREFIX + self._h.hexdigest()
-
 
 class _Lane:
     """One environment slot of a worker: its harness (per task) and the agent slot it plays with."""
 
-    def __init__(self):
-        self.harness = None
+    def __init__(self) -> None:
+        self.harness: Harness | None = None
         self.harness_task: str | None = None
         self.slot: Slot | None = None
         self.slot_key: tuple | None = None
@@ -164,6 +110,18 @@ def _record(lane: _Lane, status: str = "ok", error: str | None = None) -> dict:
         # what the harness reports about the episode
         harness=dict(lane.info["episode_record"]) if ok and "episode_record" in lane.info else None,
         digest=lane.digest.hexdigest() if ok and lane.digest is not None else None).to_json()
+
+
+@dataclass(frozen=True)
+class _Request:
+    """A group's act request in flight: the backend's ticket, when it was sent, its time limit, the
+    episode time its lanes had left, and the lanes it asked for."""
+
+    ticket: Any
+    sent: float
+    limit: float | None
+    left: float | None
+    lanes: list[int]
 
 
 class EpisodeRunner:
@@ -326,6 +284,7 @@ class EpisodeRunner:
                 self._emit(rec)
                 free.insert(0, i)
                 continue
+            assert lane.harness is not None  # made above, or kept from the lane's last unit of this task
             slot = self._slot_for(lane, lane.harness.task_info, run)
             if self.proxy is not None and slot.llm_token is not None:
                 self.proxy.open(slot.llm_token, lane, task, run, index, seed)
@@ -347,6 +306,7 @@ class EpisodeRunner:
             if err is not None:
                 done.append(self._finish(lane, "agent_error", err))
                 continue
+            assert lane.harness is not None  # every starting lane got one above
             t = time.perf_counter()
             try:
                 lane.obs, lane.info = lane.harness.reset(seed=lane.seed)
@@ -370,97 +330,106 @@ class EpisodeRunner:
         the same observations and actions as when played alone."""
         pool = self.agents.members > 1
         if pool:  # a group per agent process, each lane in its process's group
-            pipelined = True
             groups = [[i for i in active if self.lanes[i].member == g] for g in range(self.agents.members)]
         else:  # two groups wherever two lanes may play at once (refilled lanes join the smaller group)
             pipelined = self.pipeline and self.agents.can_pipeline and \
                 (len(active) >= 2 or (todo is not None and len(self.lanes) >= 2))
             groups = [active[0::2], active[1::2]] if pipelined else [list(active)]
-        # group -> (seq or None, sent at, limit, episode time left, request, the lanes asked for)
-        inflight: dict[int, tuple] = {}
+        inflight: dict[int, _Request] = {}
         last_answer = time.perf_counter()
-
-        def send(g: int) -> None:
-            group = groups[g]
-            # one act() per lane, one act_batch() per shared slot: the step timeout applies to each call
-            calls = len({slots[i].id for i in group if slots[i].batch}) + sum(not slots[i].batch for i in group)
-            limit = self.step_timeout * calls if self.step_timeout else None
-            left = None
-            if self.episode_timeout:
-                left = min(self.episode_timeout - self.lanes[i].own for i in group)
-                limit = left if limit is None else min(limit, left)
-            if limit is not None and limit <= 0:
-                for i in group:
-                    done.append(self._finish(self.lanes[i], "timeout", self._timeout_text(self.lanes[i], True)))
-                groups[g] = []
-                return
-            if self.proxy is not None:
-                for i in group:
-                    self.proxy.step(self.lanes[i], self.lanes[i].length)
-            request = ([slots[i] for i in group], [self.lanes[i].obs for i in group],
-                       [{**self.lanes[i].info, "episode_seed": self.lanes[i].seed} if slots[i].batch
-                        else self.lanes[i].info for i in group])
-            seq = self.agents.act_send(*request, limit) if pipelined else None
-            inflight[g] = (seq, time.perf_counter(), limit, left, request, list(group))
 
         def everyone() -> list[int]:
             return [i for group in groups for i in group]
 
-        def gone_now(gone: AgentGone, limit, left) -> tuple[list[dict], list[tuple]]:
-            if gone.kind == "timeout":
-                by_episode = left is not None and limit is not None and left <= limit + 1e-9
+        def gone_now(gone: AgentGone, request: _Request | None) -> tuple[list[dict], list[tuple]]:
+            if gone.kind == "timeout" and request is not None:
+                by_episode = request.left is not None and request.limit is not None and \
+                    request.left <= request.limit + 1e-9
                 gone = AgentGone("timeout", gone.message, "episode" if by_episode else "step")
+            elif gone.kind == "timeout":
+                gone = AgentGone("timeout", gone.message, "step")
             return self._gone(done, everyone(), gone)
 
         for g in range(len(groups)):
-            if not groups[g]:
-                continue
             try:
-                send(g)
+                if groups[g]:
+                    self._send(g, groups, slots, done, inflight)
             except AgentGone as gone:
-                return gone_now(gone, None, None)
+                return gone_now(gone, None)
         while inflight:
             for g in range(len(groups)):
                 if g not in inflight:
                     continue
-                seq, sent, limit, left, request, asked = inflight.pop(g)
+                request = inflight.pop(g)
                 # one agent process answers in order; each process of a pool has this request only
-                started = sent if pool else max(sent, last_answer)
+                started = request.sent if pool else max(request.sent, last_answer)
+                deadline = time.monotonic() + (request.limit if request.limit is not None else 1e9) \
+                    - (time.perf_counter() - started)
                 try:
-                    if seq is None:
-                        r_slots, r_obs, r_infos = request
-                        actions, errors = self.agents.act(r_slots, r_obs, r_infos, limit)
-                    else:
-                        deadline = time.monotonic() + (limit if limit is not None else 1e9) \
-                            - (time.perf_counter() - started)
-                        actions, errors = self.agents.act_receive(seq, len(request[0]), deadline)
+                    actions, errors = self.agents.act_receive(request.ticket, len(request.lanes), deadline)
                 except AgentGone as gone:
-                    return gone_now(gone, limit, left)
+                    return gone_now(gone, request)
                 last_answer = time.perf_counter()
                 # lanes refilled into this group while its request was out were appended after the
                 # lanes it asked for: they wait for the next request, their first
-                joined = groups[g][len(asked):]
-                groups[g] = self._step_lanes(done, asked, actions, errors, last_answer - started) + joined
+                joined = groups[g][len(request.lanes):]
+                groups[g] = self._step_lanes(done, request.lanes, actions, errors, last_answer - started) + joined
                 if todo:  # lanes that came free take the next units
-                    busy = set(everyone())
-                    free = [i for i in range(len(self.lanes)) if i not in busy]
-                    if free:
-                        new, died = self._start(todo, free, slots, done)
-                        if died is not None:
-                            return self._gone(done, everyone() + new, died)
-                        for i in new:
-                            if pool:
-                                groups[self.lanes[i].member].append(i)
-                                continue
-                            sizes = [(len(group), h != g, h) for h, group in enumerate(groups)]
-                            groups[min(sizes)[2]].append(i)
+                    died = self._refill(done, groups, g, slots, todo, pool)
+                    if died is not None:
+                        return self._gone(done, everyone() + died[0], died[1])
                 for h in [g, *(h for h in range(len(groups)) if h != g)]:  # g first, then one refilled
-                    if groups[h] and h not in inflight:
-                        try:
-                            send(h)
-                        except AgentGone as gone:
-                            return gone_now(gone, None, None)
+                    try:
+                        if groups[h] and h not in inflight:
+                            self._send(h, groups, slots, done, inflight)
+                    except AgentGone as gone:
+                        return gone_now(gone, None)
         return done, []
+
+    def _send(self, g: int, groups: list[list[int]], slots: dict[int, Slot], done: list[dict],
+              inflight: dict[int, _Request]) -> None:
+        """Put group ``g``'s request in flight, or end its lanes' episodes when their time is up."""
+        group = groups[g]
+        # one act() per lane, one act_batch() per shared slot: the step timeout applies to each call
+        calls = len({slots[i].id for i in group if slots[i].batch}) + sum(not slots[i].batch for i in group)
+        limit = self.step_timeout * calls if self.step_timeout else None
+        left = None
+        if self.episode_timeout:
+            left = min(self.episode_timeout - self.lanes[i].own for i in group)
+            limit = left if limit is None else min(limit, left)
+        if limit is not None and limit <= 0:
+            for i in group:
+                done.append(self._finish(self.lanes[i], "timeout", self._timeout_text(self.lanes[i], True)))
+            groups[g] = []
+            return
+        if self.proxy is not None:
+            for i in group:
+                self.proxy.step(self.lanes[i], self.lanes[i].length)
+        sent = time.perf_counter()  # before the send: an in-process backend computes the actions in it
+        ticket = self.agents.act_send([slots[i] for i in group], [self.lanes[i].obs for i in group],
+                                      [{**self.lanes[i].info, "episode_seed": self.lanes[i].seed}
+                                       if slots[i].batch else self.lanes[i].info for i in group], limit)
+        inflight[g] = _Request(ticket, sent, limit, left, list(group))
+
+    def _refill(self, done: list[dict], groups: list[list[int]], g: int, slots: dict[int, Slot], todo: deque,
+                pool: bool) -> tuple[list[int], AgentGone] | None:
+        """Start the next units of ``todo`` on the lanes that came free, each joining a group (its agent
+        process's in a pool, else the smaller group, ``g`` last); the started lanes and why the agent
+        was lost, when it was."""
+        busy = {i for group in groups for i in group}
+        free = [i for i in range(len(self.lanes)) if i not in busy]
+        if not free:
+            return None
+        new, died = self._start(todo, free, slots, done)
+        if died is not None:
+            return new, died
+        for i in new:
+            if pool:
+                groups[self.lanes[i].member].append(i)
+                continue
+            sizes = [(len(group), h != g, h) for h, group in enumerate(groups)]
+            groups[min(sizes)[2]].append(i)
+        return None
 
     def _step_lanes(self, done: list[dict], group: list[int], actions: list, errors: list, dt: float) -> list[int]:
         """Step each lane of ``group`` with its action; return the lanes whose episode goes on."""
@@ -473,6 +442,7 @@ class EpisodeRunner:
             if err is not None or over is not None:
                 done.append(self._finish(lane, "agent_error", over or err))
                 continue
+            assert lane.harness is not None  # a lane playing an episode has one
             t = time.perf_counter()
             try:
                 obs, reward, terminated, truncated, info = lane.harness.step(action)
@@ -569,34 +539,14 @@ class EpisodeRunner:
             self.proxy.shutdown()
 
 
-def trajectory_path(folder: str, task: str, run: int, index: int) -> str:
-    """The trajectory file of one episode: ``FOLDER/<family>__<name>/run<R>-ep<I>.jsonl``."""
-    return os.path.join(folder, task.replace("/", "__"), f"run{run}-ep{index}.jsonl")
-
-
-def write_trajectory(folder: str, rec: dict, calls: EpisodeCalls) -> None:
-    """Write an episode's LLM calls and, last, its outcome as JSONL (docs/llm.md has the schema). The
-    file appears whole (written beside, then renamed), so a reader never sees half an episode and an
-    episode played again replaces its file."""
-    path = trajectory_path(folder, rec["task"], rec["run"], rec["index"])
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    end = {"type": "episode", "task": rec["task"], "run": rec["run"], "index": rec["index"], "seed": rec["seed"],
-           "return": rec["return"], "length": rec["length"], "status": rec["status"], "error": rec["error"],
-           "llm": rec.get("llm")}
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for line in [*calls.lines, end]:
-            fh.write(json.dumps(line, ensure_ascii=False, default=str) + "\n")
-    os.replace(tmp, path)
-
-
-def run_episode(harness, agent, seed: int, step_timeout: float | None, episode_timeout: float | None) -> dict:
+def run_episode(harness: Harness, agent: Agent, seed: int, step_timeout: float | None,
+                episode_timeout: float | None) -> dict:
     """Play one episode of an agent object on a harness in this process (no isolation): the loop of
     ``evaluate --in-process``, for notebooks, tests and benchmarks. Never raises for agent or
     environment failures (they become the status)."""
     class _Given:  # make() hands out the given object instead of importing a file
         @staticmethod
-        def make_agent(task, run):
+        def make_agent(task: TaskInfo, run: int) -> Agent:
             return agent
 
     runner = EpisodeRunner("<object>", {}, step_timeout, episode_timeout, 1,

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,8 @@ from ..agent import agent_file_hash
 from ..clock import utc_now
 from ..errors import AgentLoadError, UserError
 from ..harness import check_options
-from ..results import write_results
+from ..results import FORMAT_VERSION, write_results
+from ..results.model import Episode, ResultsFile, ResultsSuite, Status
 from .agents import DEFAULT_AGENT_DISK_MB, DEFAULT_AGENT_MEMORY_MB, probe_agent
 from .config import EvalConfig, RunOutcome, check_pins, journal_path
 from .dispatch import ProcessTransport, RayTransport, dispatch, load_harness_plugins
@@ -79,7 +80,8 @@ def _terminate_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _drive(cfg: EvalConfig, todo: deque, options: dict, record, on_reply, outcome: RunOutcome) -> str | None:
+def _drive(cfg: EvalConfig, todo: deque, options: dict, record: Callable[[dict], None],
+           on_reply: Callable[[dict], None], outcome: RunOutcome) -> str | None:
     if cfg.backend != "ray":
         n = max(1, min(cfg.workers or 1, -(-len(todo) // cfg.envs_per_worker)))
         transport = ProcessTransport(cfg, options, n)
@@ -118,11 +120,11 @@ def _recorded_path(path: str | Path) -> str:
     return resolved.relative_to(here).as_posix() if resolved.is_relative_to(here) else str(Path(path))
 
 
-def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
-    """Run (or resume) the evaluation; return the results data and the exit code (0: every episode
-    ok, 1: some episode failed). User errors raise `UserError`."""
+def _preflight(cfg: EvalConfig) -> dict:
+    """The checks that need no process (settings, the output path, pins, plugins, task options): a
+    user error here starts nothing. Returns the suite's version mismatches (allowed by the settings)."""
     cfg.check()  # every setting in its range before anything starts
-    out = Path(cfg.out)  # cheap checks first: nothing has started a process yet
+    out = Path(cfg.out)
     if out.parent and not out.parent.exists():
         raise UserError(f"the folder of --out {str(out)!r} does not exist; create it or choose another path")
     if not os.access(out.parent or Path("."), os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
@@ -141,25 +143,12 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     load_harness_plugins(cfg.plugin_files())
     for task in cfg.tasks:  # a bad option is the suite's error (exit 2), not an env_error per episode
         check_options(task.id, dict(task.options))
-    agent_path = _recorded_path(cfg.agent_path)
-    protect_trusted_process()  # this process writes the journal: no agent may trace it
-    # Import the agent file the way the workers will (isolated: never in this process), so that a broken
-    # file fails fast, in one line, and AGENT_INFO is read as plain data.
-    memory = cfg.agent_memory_mb or DEFAULT_AGENT_MEMORY_MB
-    disk = cfg.agent_disk_mb or DEFAULT_AGENT_DISK_MB
-    info, probe_layers = probe_agent(agent_path, in_process=cfg.in_process, memory_mb=memory, disk_mb=disk,
-                                     network=cfg.agent_network, threads=cfg.agent_threads)
-    agent_sha = agent_file_hash(agent_path)
-    units = cfg.units()
-    identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "runs": cfg.runs,
-                "episodes_override": cfg.episodes_override, "tasks": [t.id for t in cfg.tasks]}
-    if cfg.fresh_seeds is not None:  # a journal of fresh seeds resumes only with the same draw
-        identity["fresh_entropy"] = cfg.fresh_entropy
-    journal = Journal(journal_path(out), identity)
-    if journal.set_aside is not None:
-        print(f"note: the agent file changed since {journal.path} was written; its episodes were another "
-              f"agent's and are set aside as {journal.set_aside}: this evaluation starts afresh", file=sys.stderr)
-    started = utc_now()
+    return mismatches
+
+
+def _play(cfg: EvalConfig, journal: Journal, units: list, outcome: RunOutcome) -> list[dict]:
+    """Play every unit the journal lacks (or holds failed, with --retry-failed); return the isolation
+    layers the agent processes reported. Ctrl-C and SIGTERM leave the journal closed and resumable."""
     retry = journal.failed() if cfg.retry_failed else set()
     todo = deque(u for u in units if u.key not in journal.done or u.key in retry)
     options = {t.id: dict(t.options) for t in cfg.tasks}
@@ -177,7 +166,6 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
 
     fatal: str | None = None
     interrupted = False
-    outcome = RunOutcome()  # what happened while playing: returned in the results, never written into cfg
     with _terminate_as_interrupt():  # until the journal is closed
         try:
             if todo:
@@ -192,18 +180,11 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
     if interrupted:
         raise KeyboardInterrupt(f"{len(journal.done)} of {len(units)} episodes are saved in {journal.path}; "
                                 f"run the same command again to resume")
-    episodes = []
-    for u in units:
-        rec = journal.done[u.key]
-        episodes.append({"task": u.task, "run": u.run, "index": u.index, "seed": u.seed,
-                         **{k: v for k, v in rec.items() if k not in ("task", "run", "index", "seed", "attempts")},
-                         **({"attempts": journal.attempts[u.key]} if journal.attempts.get(u.key, 1) > 1 else {})})
-    commit, dirty = _git_state()
-    tasks_json = cfg.suite.summary_json(cfg.tasks)
-    if cfg.episodes_override:
-        for t in tasks_json["tasks"]:
-            t["seeds"] = [u.seed for u in units if u.task == t["id"] and u.run == 0]
-            t["episodes"] = cfg.episodes_override
+    return layers_seen
+
+
+def _isolation(cfg: EvalConfig, layers_seen: list[dict], probe_layers: dict, memory: int, disk: int) -> dict:
+    """What the results record of how the agent was isolated (the layers its processes reported)."""
     isolation: dict[str, Any] = {
         "mode": "in-process" if cfg.in_process else "process",
         "layers": layers_seen[0] if len(layers_seen) == 1 else (layers_seen or [probe_layers])[0],
@@ -220,35 +201,82 @@ def run_evaluation(cfg: EvalConfig) -> tuple[dict, int]:
                                   "trajectories": cfg.trajectories is not None}
     if len(layers_seen) > 1:
         isolation["layers_by_worker"] = layers_seen  # workers on machines with different kernels
-    data = {
-        "format_version": 1,
-        "polar_bench": {"version": __version__, "git_commit": commit, "git_dirty": dirty},
-        "suite": tasks_json,
-        "versions": {pkg: version_of(pkg) or "not installed" for pkg in sorted(set(cfg.suite.pins) | {"polar_bench"})},
-        "version_mismatches": mismatches,
-        "comparable": not mismatches,
-        "standard": cfg.makes_standard_results(),
-        "environment": {"python": platform.python_version(), "os": platform.platform(), "cpu": _cpu_name(),
-                        "cpu_count": os.cpu_count() or 1},
-        "agent": {"path": agent_path, "sha256": agent_sha, "name": str(info.get("name", Path(agent_path).stem)),
-                  "info": info},
-        "isolation": isolation,
-        "config": {"runs": cfg.runs, "episodes_override": cfg.episodes_override,
-                   "tasks": [t.id for t in cfg.tasks], "workers": outcome.workers or cfg.workers,
-                   "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
-                   "backend": cfg.backend, "envs_per_worker": cfg.envs_per_worker,
-                   "replaced_workers": outcome.replaced_workers, "worker_losses": outcome.worker_losses},
-        "command": cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
-        "started": journal.started or started,
-        "finished": utc_now(),
-        "episodes": episodes,
-    }
-    if cfg.fresh_seeds is not None:
-        data["seeds"] = {"kind": "fresh", "entropy": cfg.fresh_entropy}
+    return isolation
+
+
+def _episodes(units: list, journal: Journal) -> tuple[Episode, ...]:
+    """The journal's records in the suite's order, each with its unit's keys (and its plays, when more than one)."""
+    out = []
+    for u in units:
+        rec = journal.done[u.key]
+        out.append(Episode.from_json(
+            {"task": u.task, "run": u.run, "index": u.index, "seed": u.seed,
+             **{k: v for k, v in rec.items() if k not in ("task", "run", "index", "seed", "attempts")},
+             **({"attempts": journal.attempts[u.key]} if journal.attempts.get(u.key, 1) > 1 else {})},
+            f"{journal.path}: {u.task} run {u.run} episode {u.index}"))
+    return tuple(out)
+
+
+def _suite_record(cfg: EvalConfig, units: list) -> ResultsSuite:
+    tasks_json = cfg.suite.summary_json(cfg.tasks)
+    if cfg.episodes_override:
+        for t in tasks_json["tasks"]:
+            t["seeds"] = [u.seed for u in units if u.task == t["id"] and u.run == 0]
+            t["episodes"] = cfg.episodes_override
+    return ResultsSuite.from_json(tasks_json, f"suite {cfg.suite.name}")
+
+
+def run_evaluation(cfg: EvalConfig) -> tuple[ResultsFile, int]:
+    """Run (or resume) the evaluation; write and return the results and the exit code (0: every episode
+    ok, 1: some episode failed). User errors raise `UserError` before any process starts."""
+    mismatches = _preflight(cfg)
+    agent_path = _recorded_path(cfg.agent_path)
+    protect_trusted_process()  # this process writes the journal: no agent may trace it
+    # Import the agent file the way the workers will (isolated: never in this process), so that a broken
+    # file fails fast, in one line, and AGENT_INFO is read as plain data.
+    memory = cfg.agent_memory_mb or DEFAULT_AGENT_MEMORY_MB
+    disk = cfg.agent_disk_mb or DEFAULT_AGENT_DISK_MB
+    info, probe_layers = probe_agent(agent_path, in_process=cfg.in_process, memory_mb=memory, disk_mb=disk,
+                                     network=cfg.agent_network, threads=cfg.agent_threads)
+    agent_sha = agent_file_hash(agent_path)
+    units = cfg.units()
+    identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "runs": cfg.runs,
+                "episodes_override": cfg.episodes_override, "tasks": [t.id for t in cfg.tasks]}
+    if cfg.fresh_seeds is not None:  # a journal of fresh seeds resumes only with the same draw
+        identity["fresh_entropy"] = cfg.fresh_entropy
+    journal = Journal(journal_path(Path(cfg.out)), identity)
+    if journal.set_aside is not None:
+        print(f"note: the agent file changed since {journal.path} was written; its episodes were another "
+              f"agent's and are set aside as {journal.set_aside}: this evaluation starts afresh", file=sys.stderr)
+    started = utc_now()
+    outcome = RunOutcome()  # what happened while playing: returned in the results, never written into cfg
+    layers_seen = _play(cfg, journal, units, outcome)
+    episodes = _episodes(units, journal)
+    commit, dirty = _git_state()
+    plugins = None
     if cfg.harness_plugins:
         files = cfg.plugin_files()
-        data["harness_plugins"] = [{"path": str(p), "sha256": hashlib.sha256(files[str(Path(p).resolve())]).hexdigest()}
-                                   for p in cfg.harness_plugins]
-    write_results(data, out)
-    code = 0 if all(e["status"] == "ok" for e in episodes) else 1
-    return data, code
+        plugins = [{"path": str(p), "sha256": hashlib.sha256(files[str(Path(p).resolve())]).hexdigest()}
+                   for p in cfg.harness_plugins]
+    results = ResultsFile(
+        format_version=FORMAT_VERSION,
+        polar_bench={"version": __version__, "git_commit": commit, "git_dirty": dirty},
+        suite=_suite_record(cfg, units),
+        versions={pkg: version_of(pkg) or "not installed" for pkg in sorted(set(cfg.suite.pins) | {"polar_bench"})},
+        version_mismatches=mismatches, comparable=not mismatches, standard=cfg.makes_standard_results(),
+        environment={"python": platform.python_version(), "os": platform.platform(), "cpu": _cpu_name(),
+                     "cpu_count": os.cpu_count() or 1},
+        agent={"path": agent_path, "sha256": agent_sha, "name": str(info.get("name", Path(agent_path).stem)),
+               "info": info},
+        isolation=_isolation(cfg, layers_seen, probe_layers, memory, disk),
+        config={"runs": cfg.runs, "episodes_override": cfg.episodes_override,
+                "tasks": [t.id for t in cfg.tasks], "workers": outcome.workers or cfg.workers,
+                "step_timeout": cfg.step_timeout, "episode_timeout": cfg.episode_timeout,
+                "backend": cfg.backend, "envs_per_worker": cfg.envs_per_worker,
+                "replaced_workers": outcome.replaced_workers, "worker_losses": outcome.worker_losses},
+        command=cfg.command or " ".join(shlex.quote(a) for a in sys.argv),
+        started=journal.started or started, finished=utc_now(), episodes=episodes,
+        seeds={"kind": "fresh", "entropy": cfg.fresh_entropy} if cfg.fresh_seeds is not None else None,
+        harness_plugins=plugins, path=str(cfg.out))
+    write_results(results, cfg.out)
+    return results, 0 if all(e.status is Status.OK for e in episodes) else 1

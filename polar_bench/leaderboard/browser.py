@@ -91,7 +91,7 @@ class Chromium:
         self.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def start(self) -> None:
@@ -99,7 +99,7 @@ class Chromium:
         cmd_r, cmd_w = (_high_fd(fd) for fd in os.pipe())    # we write commands, Chromium reads fd 3
         resp_r, resp_w = (_high_fd(fd) for fd in os.pipe())  # Chromium writes fd 4, we read
 
-        def child_fds():
+        def child_fds() -> None:
             os.dup2(cmd_r, 3)
             os.dup2(resp_w, 4)
 

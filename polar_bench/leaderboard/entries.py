@@ -27,6 +27,7 @@ from typing import Any
 from .. import __version__
 from ..clock import utc_today
 from ..errors import UserError
+from ..results import ResultsFile, load_json
 from .checks import Problem, check_submission
 
 __all__ = ["Entry", "SubmissionRejected", "content_id", "episodes_fingerprint", "load_entries",
@@ -88,8 +89,10 @@ class Entry:
     def suite(self) -> dict:
         return self.meta.get("suite", {})
 
-    def results(self) -> dict:
-        return json.loads(self.results_path.read_text(encoding="utf-8"))
+    def results(self) -> ResultsFile:
+        """The entry's results file, read through the typed model (checked when it was submitted)."""
+        return ResultsFile.from_json(load_json(self.results_path, "results file"), str(self.results_path),
+                                     schema=False)
 
     def verifications(self) -> list[dict]:
         path = self.folder / "verification.json"

@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import analysis, scoring
-from ..analysis import OVERALL, AgentScores, Estimate, ScopeEstimates
+from .. import analysis, report, scoring
+from ..analysis import OVERALL, AgentScores, Estimate, ScopeEstimates, step_count, steps_text
 from ..report import CONTROL_CHARS, DASH, Table, Value, interval_note, mark_best, slug
 from .entries import Entry
 
@@ -264,23 +264,17 @@ def _labels(entries: Sequence[Entry]) -> dict[str, str]:
     return {e.id: e.name if len(by_name[key(e)]) == 1 else f"{e.name} ({e.id[:6]})" for e in entries}
 
 
-def _steps(value: object) -> int | None:
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
-        return int(value)
-    return None
-
-
 def _budget(info: dict, agent: AgentScores) -> tuple[dict[str, int], dict[str, int]]:
     """Training steps per task and per domain (the sum over its tasks), from AGENT_INFO's
     ``training_steps_per_task``, else its per-domain ``training_steps`` counted for every task."""
     per_task: dict[str, int] = {}
     given = info.get("training_steps_per_task")
     if isinstance(given, dict):
-        per_task = {t.task_id: n for t in agent.tasks if (n := _steps(given.get(t.task_id))) is not None}
+        per_task = {t.task_id: n for t in agent.tasks if (n := step_count(given.get(t.task_id))) is not None}
     else:
         steps = info.get("training_steps", info.get("training_budget"))
         if isinstance(steps, dict):
-            per_task = {t.task_id: n for t in agent.tasks if (n := _steps(steps.get(t.domain))) is not None}
+            per_task = {t.task_id: n for t in agent.tasks if (n := step_count(steps.get(t.domain))) is not None}
     per_domain: dict[str, int] = {}
     for t in agent.tasks:
         if t.task_id in per_task:
@@ -331,22 +325,22 @@ def rank_entries(entries: Sequence[Entry], options: RankingOptions = DEFAULT_OPT
     groups: dict[str, list[Row]] = defaultdict(list)
     suites: dict[str, dict] = {}
     for e in entries:
-        data = e.results()
-        agent = analysis.agent_scores(data, label=labels[e.id])
-        agent = replace(agent, path=str(e.results_path))
+        results = e.results()
+        agent = analysis.agent_scores(results, label=labels[e.id])
         scopes = analysis.aggregate(agent, metrics, reps=options.reps, seed=options.seed,
                                     confidence=options.confidence, method=options.method)
-        info = data["agent"].get("info") or {}
+        info = results.agent_info
         tokens = None
         if agent.llm:
             per = agent.llm["per_episode"]
             tokens = per["prompt_tokens"] + per["completion_tokens"]
         per_task, per_domain = _budget(info, agent)
-        below = _below_budget(agent, per_task, protocol_budgets(data["suite"]))
-        groups[data["suite"]["hash"]].append(Row(e, agent, info, scopes, budget=per_domain, task_budget=per_task,
-                                                 below_budget=below, llm_tokens=tokens,
-                                                 check=verification(e.verifications(), len(agent.tasks))))
-        suites[data["suite"]["hash"]] = {k: data["suite"][k] for k in ("name", "version", "hash")}
+        suite = results.suite
+        below = _below_budget(agent, per_task, protocol_budgets({"name": suite.name, "hash": suite.hash}))
+        groups[suite.hash].append(Row(e, agent, info, scopes, budget=per_domain, task_budget=per_task,
+                                      below_budget=below, llm_tokens=tokens,
+                                      check=verification(e.verifications(), len(agent.tasks))))
+        suites[suite.hash] = {"name": suite.name, "version": suite.version, "hash": suite.hash}
     boards = []
     for h, rows in groups.items():
         def overall(r: Row) -> float:
@@ -366,16 +360,6 @@ def rank_entries(entries: Sequence[Entry], options: RankingOptions = DEFAULT_OPT
             r.rank = rank
         boards.append(board)
     return sorted(boards, key=lambda b: (str(b.suite["name"]), str(b.suite["version"])))
-
-
-def steps_text(steps: int) -> str:
-    """1500000 -> '1.5M'; 0 -> '0'."""
-    if steps <= 0:
-        return "0"
-    for unit, size in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
-        if steps >= size:
-            return f"{steps / size:.3g}{unit}"
-    return str(steps)
 
 
 def rank_text(row: Row) -> str:
@@ -430,7 +414,7 @@ def leaderboard_table(board: Board) -> Table:
                      "agent's program search; AGENT_INFO llm.search_tokens).")
     if any(r.rank is None for r in board.rows):
         notes.append(f"Rank {DASH}: failed verification; not ranked.")
-    note = coverage_note(min((r.agent.runs for r in board.rows), default=scoring.FEW_RUNS), o.method)
+    note = report.coverage_note(min((r.agent.runs for r in board.rows), default=scoring.FEW_RUNS), o.method)
     if note:
         notes.append(note)
     s = board.suite
@@ -477,19 +461,6 @@ def generalization_table(board: Board) -> Table:
     s = board.suite
     return Table(f"{board.name}-fresh-seeds", f"Fresh seeds: generalisation gap per domain, suite {s.get('name')}",
                  ["Agent", *board.domains, "Fresh episodes"], rows, None, notes, board.options.digits)
-
-
-def coverage_note(runs: int, method: str) -> str | None:
-    """What the intervals' measured coverage is worth at this run count, when below `scoring.FEW_RUNS`."""
-    measured = scoring.MEASURED_COVERAGE.get(method, {}).get(runs)
-    if runs >= scoring.FEW_RUNS or runs < 2 or measured is None:
-        return None
-    best = max((by.get(runs, 0.0), name) for name, by in scoring.MEASURED_COVERAGE.items())
-    verdict = (f"no interval method we measured reaches 93 % at {runs} runs (the best, {best[1]}, {best[0]:.1%})"
-               if best[0] < 0.93 else f"the {best[1]} interval reaches {best[0]:.1%}")
-    return (f"Coverage: with {runs} runs, simulated experiments found the true overall IQM inside these 95 % "
-            f"{method} intervals {measured:.1%} of the time; {verdict}, so the next suite asks for at least "
-            f"{scoring.FEW_RUNS} runs (docs/scoring.md).")
 
 
 def md_escape(text: str) -> str:

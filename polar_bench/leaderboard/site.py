@@ -28,6 +28,7 @@ import jinja2
 
 from .. import __version__, analysis, report
 from ..report import DASH, Table, Value
+from ..results import ResultsFile
 from .entries import load_entries
 from .ranking import (
     BELOW_BUDGET_MARK,
@@ -272,10 +273,9 @@ def _domain_page_html(boards: Sequence[Board], board: Board, domain: str, plots:
                    figures_=_figures(plots, f"{board.name}-{domain}"))
 
 
-def _retried_text(data: dict) -> str:
+def _retried_text(results: ResultsFile | None) -> str:
     """How many episodes needed more than one attempt (evaluate --retry-failed), and how many in all."""
-    counts = [e.get("attempts") for e in data.get("episodes", []) if isinstance(e, dict)]
-    again = [n for n in counts if isinstance(n, int) and n > 1]
+    again = [e.attempts for e in (results.episodes if results else ()) if e.attempts is not None and e.attempts > 1]
     if not again:
         return "none"
     return f"{len(again)} (after a failure, evaluate --retry-failed; {sum(again)} attempts in all)"
@@ -288,8 +288,8 @@ def _entry_page_html(boards: Sequence[Board], board: Board, row: Row) -> str:
         llm_text = ", ".join(f"{k}: {v}" for k, v in llm.items())
     else:
         llm_text = "none" if llm is None else str(llm)
-    data = row.entry.results()
-    pb = data.get("polar_bench", {})
+    results = row.agent.results
+    pb = results.polar_bench if results is not None else {}
     if row.budget:
         budget = f"{row.budget_total:,} per run in all; " + ", ".join(
             f"{d}: {row.budget.get(d, 0):,}{' (below the protocol budget)' if d in row.below_budget else ''}"
@@ -304,12 +304,12 @@ def _entry_page_html(boards: Sequence[Board], board: Board, row: Row) -> str:
         ("License", info.get("license", "")),
         ("LLM", llm_text),
         ("Training budget (environment steps)", budget),
-        ("Runs", a.runs), ("Episodes", len(data.get("episodes", []))),
-        ("Episodes played more than once", _retried_text(data)),
+        ("Runs", a.runs), ("Episodes", len(results.episodes) if results else 0),
+        ("Episodes played more than once", _retried_text(results)),
         ("Suite", f"{board.suite.get('name')} {board.suite.get('version')} ({board.suite.get('hash')})"),
         ("polar_bench",
          f"{pb.get('version')} (commit {pb.get('git_commit')}{', modified' if pb.get('git_dirty') else ''})"),
-        ("Agent file SHA-256", data.get("agent", {}).get("sha256", "")),
+        ("Agent file SHA-256", results.agent.get("sha256", "") if results else ""),
         ("Submitted", row.entry.submitted), ("Entry", row.entry.id),
         ("Verification", row.check.text + (f": {row.check.detail}" if row.verification == "not_verifiable"
                                            and row.check.detail else "")),
@@ -354,7 +354,7 @@ def _entry_page_html(boards: Sequence[Board], board: Board, row: Row) -> str:
 # Plots
 
 
-def _save_png(fig, path: Path) -> None:
+def _save_png(fig: Any, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     report.savefig_literal(fig, path, dpi=110, metadata={"Software": None})
 

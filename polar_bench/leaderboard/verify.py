@@ -1,41 +1,10 @@
-"""Verification: re-run a sample of a submission's episodes that nobody can predict, and compare them.
+"""Verification: re-run a sample of a submission's episodes that nobody can predict, compare them, and
+play fresh seeds to measure the generalisation gap.
 
-The sample. By default its seed comes from the operating system's entropy (`secrets`), drawn when
-`verify` starts and recorded with the outcome, so a forger cannot know which episodes will be re-run;
-``seed=`` redoes a past verification exactly (same file, same seed: same sample). Its size follows
-from a stated guarantee (`DEFAULT_GUARANTEE`): a uniform sample without replacement of
-`required_sample` episodes out of the ``population`` (every successful episode of the file, or of
-the tasks matching ``--tasks``), so that a file in which at least ``fraction`` of the episodes were
-altered has at least one altered episode in the sample with probability at least ``probability``
-(hypergeometric, exact); plus one episode of every task the uniform part missed, so that a task
-forged as a whole is always caught. The record keeps ``population`` (what the guarantee is about) and
-``episodes_total``, and ``tasks_covered`` of ``tasks_total`` (the file's), so a verification restricted
-by ``--tasks`` says what it left out. A larger ``sample`` enlarges the uniform part; a smaller one is
-refused unless ``allow_weaker``, and is then recorded with the weaker probability it gives.
-
-The re-run. Episodes are re-run by `polar_bench.evaluate.run_evaluation`, the machinery of
-``evaluate``, always with the agent in its own locked-down process (never ``in_process``), after every
-artifact the sampled (task, run) pairs need was checked against the agent's ``artifacts.json`` (and
-rebuilt when missing; `polar_bench.artifacts`). The agent file must be the one evaluated (same SHA-256).
-
-The comparison, per episode (recorded as ``compared_by``):
-- ``digest``: a deterministic agent (``AGENT_INFO["deterministic"]`` absent or true) whose submitted
-  episode has a trajectory ``digest``: the digests must be equal (every observation, action, reward
-  and end flag), and the return and length too; for results made behind the LLM proxy, also the
-  episode's LLM calls and tokens as the proxy counted them (`LLM_COUNTS`: what the leaderboard's
-  cost column shows).
-- ``exact``: a deterministic agent's episode without a digest (files made before digests existed):
-  the same return and length, to the last bit.
-- ``float``: on a task whose harness family says its simulator is not bit for bit the same on every
-  CPU (``Harness.bitwise_across_machines``: False for MuJoCo's ``dmc/`` and ``mujoco/``), a
-  deterministic agent's episode that came back with the same length, harness record and LLM counts
-  and a return within `FLOAT_TOLERANCE` (relative), but another digest (or, without one, a return
-  that differs in its last bits): what another CPU's floating-point kernels give for the same
-  policy (measured: DMC episodes of the random and codegen v2 entries re-run on an AMD EPYC Zen 2,
-  returns equal or at most 1.5e-14 apart, digests different). It counts as a match, and the record's notes say
-  how many matched only so. Every other family must match bit for bit.
-- ``tolerance``: an agent that declares ``"deterministic": False``: ``|Δ return| / (high - low)`` at
-  most ``tolerance`` (default `STOCHASTIC_TOLERANCE`, normalized-score units).
+The sample's seed comes from the OS's entropy; its size follows from a stated guarantee
+(`DEFAULT_GUARANTEE`, `required_sample`); each sampled episode is compared by digest, exactly, at
+floating-point level, or within a tolerance. SUBMISSION.md ("How verification works") is the
+specification; docs/evaluate.md ("Fresh seeds") covers the gap test.
 """
 
 from __future__ import annotations
@@ -69,7 +38,9 @@ from ..generalization import (
     gap_test,
     normalized_by_stratum,
 )
-from ..results import read_results
+from ..results import ResultsFile, Status, read_results
+from ..results.model import Episode
+from ..suite import Suite, TaskSpec
 from .checks import released_suites
 from .entries import DEFAULT_DIR, Entry, find_entry, record_verification
 
@@ -96,9 +67,11 @@ def rerun_timeout(submitted: object, key: str) -> float:
 class _SampleConfig(EvalConfig):
     """An `EvalConfig` whose units are only the sampled ones."""
 
-    sample: frozenset = frozenset()
+    sample: frozenset | None = frozenset()  # None: every unit
 
     def units(self) -> list[Unit]:
+        if self.sample is None:
+            return super().units()
         return [u for u in super().units() if u.key in self.sample]
 
 
@@ -151,9 +124,8 @@ def draw_sample(groups: Sequence[str], uniform: int, rng: np.random.Generator) -
 LLM_COUNTS = ("calls", "prompt_tokens", "completion_tokens")
 
 
-def _llm_counts(record: dict) -> dict | None:
-    llm = record.get("llm")
-    return {k: llm.get(k) for k in LLM_COUNTS} if isinstance(llm, dict) else None
+def _llm_counts(record: Episode) -> dict | None:
+    return {k: record.llm.get(k) for k in LLM_COUNTS} if record.llm is not None else None
 
 
 # The largest relative difference of returns that is floating-point noise of another machine (a few
@@ -179,27 +151,27 @@ def bitwise_across_machines(task_id: str) -> bool:
     return getattr(factory, "bitwise_across_machines", True) is not False
 
 
-def _float_level(e: dict, again: dict, differences: list[str]) -> bool:
+def _float_level(e: Episode, again: Episode, differences: list[str]) -> bool:
     """Whether a deterministic re-run differs from its submission only at floating-point level: nothing
     but the return and the digest differ, and the returns agree within `FLOAT_TOLERANCE` (relative)."""
     if not differences or not set(differences) <= {"return", "digest"}:
         return False
-    a, b = e.get("return"), again.get("return")
-    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) \
-            or not isinstance(b, (int, float)) or not (math.isfinite(a) and math.isfinite(b)):
+    a, b = e.ret, again.ret
+    if a is None or b is None or not (math.isfinite(a) and math.isfinite(b)):
         return False
     return abs(a - b) <= FLOAT_TOLERANCE * max(1.0, abs(a), abs(b))
 
 
-def _compare(e: dict, again: dict, deterministic: bool, tolerance: float, width: float, metric: str = "return",
-             llm_counted: bool = False, float_level_ok: bool = False) -> tuple[str, float | None, bool]:
+def _compare(e: Episode, again: Episode, deterministic: bool, tolerance: float, width: float,
+             metric: str = "return", llm_counted: bool = False,
+             float_level_ok: bool = False) -> tuple[str, float | None, bool]:
     """(compared_by, normalized |Δ score|, match) for a submitted episode and its re-run. The score is
     the task's metric (its return, or a value of the harness record); the harness record the submission
     carries, if any, must also come back unchanged from a deterministic agent, and so must its LLM
     counts where the evaluation counted them at the proxy (``llm_counted``) and the re-run's agent
     called the LLM: an edited token count would otherwise misstate the agent's cost unseen."""
-    by = ("digest" if e.get("digest") is not None else "exact") if deterministic else "tolerance"
-    if again["status"] != "ok" or again.get("return") is None:
+    by = ("digest" if e.digest is not None else "exact") if deterministic else "tolerance"
+    if again.status is not Status.OK or again.ret is None:
         return by, None, False
     try:
         diff = abs(episode_value(again, metric) - episode_value(e, metric)) / width
@@ -213,43 +185,144 @@ def _compare(e: dict, again: dict, deterministic: bool, tolerance: float, width:
     return by, diff, not differences
 
 
-def _llm_compared(again: dict, llm_counted: bool) -> bool:
-    return llm_counted and isinstance(again.get("llm"), dict) and again["llm"].get("source") == "proxy"
+def _llm_compared(again: Episode, llm_counted: bool) -> bool:
+    return llm_counted and again.llm is not None and again.llm.get("source") == "proxy"
 
 
-def _differences(e: dict, again: dict, llm_counted: bool) -> list[str]:
+def _differences(e: Episode, again: Episode, llm_counted: bool) -> list[str]:
     """What a deterministic agent's re-run brought back differently: the return, the length, the
     digest (when the submission has one), the harness record (likewise) and the proxy's LLM counts."""
-    out = [k for k in ("return", "length") if again.get(k) != e[k]]
-    if e.get("digest") is not None and again.get("digest") != e["digest"]:
+    out = [k for k, a, b in (("return", e.ret, again.ret), ("length", e.length, again.length)) if a != b]
+    if e.digest is not None and again.digest != e.digest:
         out.append("digest")
-    if "harness" in e and again.get("harness") != e["harness"]:
+    if e.harness is not None and again.harness != e.harness:
         out.append("harness record")
     if _llm_compared(again, llm_counted) and _llm_counts(e) != _llm_counts(again):
         out.append(f"LLM counts (submitted {_llm_counts(e)}, re-run {_llm_counts(again)})")
     return out
 
 
-def _fresh_seed_check(cfg: EvalConfig, suite, pool: list[dict], tasks: list, runs: int, seed: int,
-                      tmp: Path) -> dict:
+def _brief(e: Episode) -> dict:
+    """What a verification keeps of a fresh-seed episode: its keys, outcome, digest and harness record."""
+    return {"task": e.task, "run": e.run, "seed": e.seed, "return": e.ret, "length": e.length,
+            "status": e.status.value, "digest": e.digest} | ({"harness": e.harness} if e.harness is not None else {})
+
+
+def _fresh_seed_check(cfg: _SampleConfig, suite: Suite, pool: list[Episode], tasks: list[TaskSpec], runs: int,
+                      seed: int, tmp: Path) -> dict:
     """Play ``tasks`` x ``runs`` on fresh seeds (drawn from ``seed``) as ``cfg`` plays its sample, and
     test each domain's published-seed score against them (`polar_bench.generalization.gap_test`)."""
     published = normalized_by_stratum(suite, pool)
     per_run = fresh_episode_count(published, limit=min(t.episodes for t in tasks))
     entropy, seeds = draw_fresh_seeds(tasks, per_run, entropy=seed)
-    same = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(EvalConfig)}
-    played, _ = run_evaluation(EvalConfig(**same | {
-        "out": str(tmp / "fresh.json"), "tasks": tasks, "runs": runs, "fresh_seeds": seeds, "fresh_entropy": entropy,
-        "command": f"{cfg.command} (fresh seeds)"}))
-    episodes = played["episodes"]
-    gaps = gap_test(published, normalized_by_stratum(suite, episodes), seed=entropy)
+    played, _ = run_evaluation(dataclasses.replace(
+        cfg, sample=None, out=str(tmp / "fresh.json"), tasks=tasks, runs=runs, fresh_seeds=seeds,
+        fresh_entropy=entropy, command=f"{cfg.command} (fresh seeds)"))
+    gaps = gap_test(published, normalized_by_stratum(suite, played.episodes), seed=entropy)
     failed = [g for g in gaps if g.significant]
     return {"passed": not failed, "entropy": entropy, "episodes_per_task_run": per_run, "runs": runs,
             "false_alarm_rate": FALSE_ALARM_RATE, "test_level": TEST_LEVEL, "detectable_gap": DETECTABLE_GAP,
             "domains": [g.to_json() for g in gaps], "reasons": [g.reason() for g in failed],
-            "not_ok": sum(e["status"] != "ok" for e in episodes),
-            "episodes": [{k: e.get(k) for k in ("task", "run", "seed", "return", "length", "status", "digest")}
-                         | ({"harness": e["harness"]} if "harness" in e else {}) for e in episodes]}
+            "not_ok": sum(e.status is not Status.OK for e in played.episodes),
+            "episodes": [_brief(e) for e in played.episodes]}
+
+
+def _submission(results_path: str | Path, agent_path: str | Path) -> tuple[ResultsFile, Suite, str]:
+    """The results (read and checked), their released suite and the agent file's SHA-256, which must
+    be the one evaluated."""
+    results = read_results(results_path)
+    suite = released_suites().get(results.suite.hash)
+    if suite is None:
+        raise UserError(f"{results_path} is not of a released suite (hash {results.suite.hash}); only "
+                        "leaderboard submissions can be verified")
+    if not Path(agent_path).is_file():
+        raise UserError(f"agent file {str(agent_path)!r} does not exist; pass the agent.py that was evaluated")
+    sha = agent_file_hash(agent_path)
+    submitted = str(results.agent.get("sha256"))
+    if sha != submitted:
+        raise UserError(f"{agent_path} is not the agent file that was evaluated (SHA-256 {sha[:12]}... differs "
+                        f"from the results' {submitted[:12]}...); pass the exact file")
+    return results, suite, sha
+
+
+@dataclass(frozen=True)
+class _Draw:
+    """The sampled episodes and what the record says of the draw."""
+
+    everything: list[Episode]  # every successful episode on the suite's seeds
+    pool: list[Episode]  # those of the selected tasks: the population
+    picked: list[Episode]
+    keys: frozenset  # (task, run, episode index) of each picked episode
+    sampling: dict
+
+
+def _draw(results: ResultsFile, suite: Suite, results_path: str | Path, sample: int | None, seed: int,
+          tasks: Sequence[str] | None, guarantee: tuple[float, float], allow_weaker: bool) -> _Draw:
+    """The population, the sample size its guarantee needs, and the sample drawn with ``seed``."""
+    fraction, probability = guarantee
+    specs = {t.id: t for t in suite.tasks}
+    order = {tid: i for i, tid in enumerate(suite.task_ids)}
+    everything = [e for e in results.episodes if e.status is Status.OK and e.task in specs
+                  and e.seed in specs[e.task].seeds]
+    pool = [e for e in everything if not tasks or any(fnmatch.fnmatchcase(e.task, g) for g in tasks)]
+    if not pool:
+        raise UserError(f"no successful episode of {results_path} matches --tasks {' '.join(tasks or [])!r}")
+    pool.sort(key=lambda e: (order[e.task], e.run, specs[e.task].seeds.index(e.seed)))
+    needed = required_sample(len(pool), fraction, probability)
+    if sample is not None and sample < needed and not allow_weaker:
+        raise UserError(f"--sample {sample} is below the {needed} episodes that catch {fraction:.0%} altered "
+                        f"episodes of {len(pool)} with probability {probability}; omit --sample, or pass "
+                        "--allow-weaker to record a weaker verification")
+    uniform = min(len(pool), needed if sample is None else sample)
+    rng = np.random.default_rng(seed)
+    picked = [pool[i] for i in draw_sample([e.task for e in pool], uniform, rng)]
+    keys = frozenset((e.task, e.run, specs[e.task].seeds.index(e.seed)) for e in picked)
+    altered = altered_count(len(pool), fraction)
+    achieved = float(catch_probability(len(pool), altered, uniform))
+    sampling = {
+        "population": len(pool), "episodes_total": len(everything), "sample": len(picked), "uniform": uniform,
+        "tasks_covered": len({e.task for e in picked}), "tasks_total": len({e.task for e in everything}),
+        "guarantee": {"fraction": fraction, "probability": probability, "altered_episodes": altered,
+                      "required_uniform": needed, "achieved_probability": round(achieved, 6),
+                      "met": uniform >= needed, "every_task": True},
+        "seed": seed, "tasks": list(tasks or []),
+    }
+    return _Draw(everything, pool, picked, keys, sampling)
+
+
+def _rows(picked: list[Episode], rerun: ResultsFile, suite: Suite, deterministic: bool, tolerance: float,
+          llm_counted: bool) -> list[dict]:
+    """One row per sampled episode: what was compared, both outcomes, and whether they match."""
+    specs = {t.id: t for t in suite.tasks}
+    by_key = {(e.task, e.run, e.seed): e for e in rerun.episodes}
+    rows = []
+    for e in picked:
+        again = by_key[(e.task, e.run, e.seed)]
+        spec = specs[e.task]
+        by, diff, match = _compare(e, again, deterministic, tolerance, spec.high.value - spec.low.value,
+                                   spec.metric, llm_counted, not bitwise_across_machines(e.task))
+        rows.append({"task": e.task, "run": e.run, "seed": e.seed, "compared_by": by,
+                     "submitted_return": e.ret, "rerun_return": again.ret,
+                     "submitted_length": e.length, "rerun_length": again.length,
+                     "submitted_digest": e.digest, "rerun_digest": again.digest,
+                     "rerun_status": again.status.value, "normalized_difference": diff, "match": match,
+                     **({"submitted_llm": _llm_counts(e), "rerun_llm": _llm_counts(again)}
+                        if e.llm is not None or again.llm is not None else {}),
+                     **({"differs": _differences(e, again, llm_counted)}
+                        if not match and by != "tolerance" and again.status is Status.OK else {})})
+    return rows
+
+
+def _notes(counts: dict[str, int]) -> list[str]:
+    notes = []
+    if counts["exact"]:
+        notes.append(f"{counts['exact']} submitted episode(s) carry no trajectory digest (a results file made "
+                     "before digests existed): their returns and lengths were compared, not their trajectories")
+    if counts["float"]:
+        notes.append(f"{counts['float']} episode(s) matched only to floating-point precision: same length, "
+                     f"returns within {FLOAT_TOLERANCE:g} (relative), other bits (digest or last digits of the "
+                     "return), as another CPU's floating-point kernels give; counted as matches")
+    return notes
 
 
 def verify(results_path: str | Path, agent_path: str | Path, sample: int | None = None, *, seed: int | None = None,
@@ -258,7 +331,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
            guarantee: tuple[float, float] = DEFAULT_GUARANTEE, allow_weaker: bool = False,
            rebuild: bool = True, llm_upstream: str | None = None,
            artifact_store: str | None = None, fresh_seeds: bool = True) -> tuple[dict, Entry | None]:
-    """Re-run a sample of a results file's episodes with ``agent_path`` and compare (module docstring).
+    """Re-run a sample of a results file's episodes with ``agent_path`` and compare (SUBMISSION.md).
 
     ``sample``: the size of the uniform part (default: what ``guarantee`` needs). ``seed``: None draws
     one from the OS's entropy. Returns the verification record and the leaderboard entry it was
@@ -270,124 +343,61 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     (`polar_bench.artifacts.store_location`). ``fresh_seeds``: also play every (selected) task and run on
     fresh seeds and fail the entry where a domain's published-seed score is significantly above its
     fresh-seed score (`polar_bench.generalization`; the draw follows ``seed``)."""
-    fraction, probability = guarantee
     if sample is not None and sample < 1:
         raise UserError(f"--sample must be at least 1; got {sample}")
     if seed is not None and seed < 0:
         raise UserError(f"--seed must be a non-negative integer; got {seed}")
     if tolerance is not None and not tolerance >= 0:
         raise UserError(f"--tolerance must be a non-negative number; got {tolerance}")
-    results = read_results(results_path)
-    data = results.data
-    suite = released_suites().get(data["suite"]["hash"])
-    if suite is None:
-        raise UserError(f"{results_path} is not of a released suite (hash {data['suite']['hash']}); only "
-                        "leaderboard submissions can be verified")
-    if not Path(agent_path).is_file():
-        raise UserError(f"agent file {str(agent_path)!r} does not exist; pass the agent.py that was evaluated")
-    sha = agent_file_hash(agent_path)
-    if sha != data["agent"]["sha256"]:
-        raise UserError(f"{agent_path} is not the agent file that was evaluated (SHA-256 {sha[:12]}... differs "
-                        f"from the results' {data['agent']['sha256'][:12]}...); pass the exact file")
-    entry = find_entry(leaderboard, data) if leaderboard is not None else None
-    specs = {t.id: t for t in suite.tasks}
-    order = {tid: i for i, tid in enumerate(suite.task_ids)}
-    everything = [e for e in data["episodes"] if e.get("status") == "ok" and e.get("task") in specs
-                  and e.get("seed") in specs[e["task"]].seeds]
-    pool = [e for e in everything if not tasks or any(fnmatch.fnmatchcase(e["task"], g) for g in tasks)]
-    if not pool:
-        raise UserError(f"no successful episode of {results_path} matches --tasks {' '.join(tasks or [])!r}")
-    pool.sort(key=lambda e: (order[e["task"]], e["run"], specs[e["task"]].seeds.index(e["seed"])))
-    needed = required_sample(len(pool), fraction, probability)
-    if sample is not None and sample < needed and not allow_weaker:
-        raise UserError(f"--sample {sample} is below the {needed} episodes that catch {fraction:.0%} altered "
-                        f"episodes of {len(pool)} with probability {probability}; omit --sample, or pass "
-                        "--allow-weaker to record a weaker verification")
-    uniform = min(len(pool), needed if sample is None else sample)
+    results, suite, sha = _submission(results_path, agent_path)
+    entry = find_entry(leaderboard, results.to_json()) if leaderboard is not None else None
     if seed is None:
         seed = secrets.randbits(63)  # fresh OS entropy; recorded below, after the draw
-    rng = np.random.default_rng(seed)
-    picked = [pool[i] for i in draw_sample([e["task"] for e in pool], uniform, rng)]
-    keys = frozenset((e["task"], e["run"], specs[e["task"]].seeds.index(e["seed"])) for e in picked)
-    altered = altered_count(len(pool), fraction)
-    achieved = float(catch_probability(len(pool), altered, uniform))
-    sampling = {
-        "population": len(pool), "episodes_total": len(everything), "sample": len(picked), "uniform": uniform,
-        "tasks_covered": len({e["task"] for e in picked}), "tasks_total": len({e["task"] for e in everything}),
-        "guarantee": {"fraction": fraction, "probability": probability, "altered_episodes": altered,
-                      "required_uniform": needed, "achieved_probability": round(achieved, 6),
-                      "met": uniform >= needed, "every_task": True},
-        "seed": seed, "tasks": list(tasks or []),
-    }
-    runs = int(data.get("config", {}).get("runs") or 1 + max(e["run"] for e in everything))
-    fresh_tasks = [t for t in suite.tasks if any(e["task"] == t.id for e in pool)]
-    units = {(k[0], k[1]) for k in keys} | ({(t.id, r) for t in fresh_tasks for r in range(runs)}
-                                           if fresh_seeds else set())
+    draw = _draw(results, suite, results_path, sample, seed, tasks, guarantee, allow_weaker)
+    runs = results.runs
+    fresh_tasks = [t for t in suite.tasks if any(e.task == t.id for e in draw.pool)]
+    units = {(k[0], k[1]) for k in draw.keys} | ({(t.id, r) for t in fresh_tasks for r in range(runs)}
+                                                if fresh_seeds else set())
     try:
         artifacts = ensure_artifacts(agent_path, sorted(units), rebuild=rebuild,
                                      log=lambda line: print(line, flush=True), store=artifact_store)
     except ArtifactError as exc:
         if entry is not None:
             record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": utc_now(),
-                                        "agent_sha256": sha, "polar_bench": __version__, **sampling})
+                                        "agent_sha256": sha, "polar_bench": __version__, **draw.sampling})
         raise
-    info = data["agent"].get("info") or {}
-    deterministic = info.get("deterministic", True) is not False
+    deterministic = results.agent_info.get("deterministic", True) is not False
     # behind the proxy (the default since it existed) every episode's LLM use was counted there
-    llm_counted = (data.get("isolation") or {}).get("llm_proxy") is not None
+    isolation = results.isolation or {}
+    llm_counted = isolation.get("llm_proxy") is not None
     if tolerance is None:
         tolerance = 0.0 if deterministic else STOCHASTIC_TOLERANCE
-    config = data.get("config", {})
     # the evaluation's thread count (schema-checked: 1-256); results made before it was recorded: 1
-    threads = (data.get("isolation") or {}).get("agent_threads") or DEFAULT_AGENT_THREADS
-    chosen_tasks = [t for t in suite.tasks if any(k[0] == t.id for k in keys)]
-    llm_upstream = llm_upstream or "embedded"  # the agent always runs behind the LLM proxy
+    threads = isolation.get("agent_threads") or DEFAULT_AGENT_THREADS
     with tempfile.TemporaryDirectory(prefix="polar_bench_verify_") as tmp:
         cfg = _SampleConfig(
-            suite=suite, agent_path=str(agent_path), out=str(Path(tmp) / "rerun.json"), tasks=chosen_tasks,
-            runs=1 + max(k[1] for k in keys), workers=max(1, min(workers or 2, len(keys))),
-            step_timeout=rerun_timeout(config.get("step_timeout", 60.0), "step_timeout"),
-            episode_timeout=rerun_timeout(config.get("episode_timeout", 1800.0), "episode_timeout"),
-            progress=progress, command=f"verify {results_path} --seed {seed}", sample=keys, in_process=False,
-            agent_threads=threads,
-            llm_upstream=llm_upstream, llm_budget=dict(suite.llm) if suite.llm else None)
+            suite=suite, agent_path=str(agent_path), out=str(Path(tmp) / "rerun.json"),
+            tasks=[t for t in suite.tasks if any(k[0] == t.id for k in draw.keys)],
+            runs=1 + max(k[1] for k in draw.keys), workers=max(1, min(workers or 2, len(draw.keys))),
+            step_timeout=rerun_timeout(results.config.get("step_timeout", 60.0), "step_timeout"),
+            episode_timeout=rerun_timeout(results.config.get("episode_timeout", 1800.0), "episode_timeout"),
+            progress=progress, command=f"verify {results_path} --seed {seed}", sample=draw.keys, in_process=False,
+            agent_threads=threads, llm_upstream=llm_upstream or "embedded",  # always behind the LLM proxy
+            llm_budget=dict(suite.llm) if suite.llm else None)
         rerun, _ = run_evaluation(cfg)
-        generalization = (_fresh_seed_check(cfg, suite, pool, fresh_tasks, runs, seed, Path(tmp))
+        generalization = (_fresh_seed_check(cfg, suite, draw.pool, fresh_tasks, runs, seed, Path(tmp))
                           if fresh_seeds else None)
-    by_key = {(e["task"], e["run"], e["seed"]): e for e in rerun["episodes"]}
-    rows = []
-    for e in picked:
-        again = by_key[(e["task"], e["run"], e["seed"])]
-        spec = specs[e["task"]]
-        by, diff, match = _compare(e, again, deterministic, tolerance, spec.high.value - spec.low.value,
-                                   spec.metric, llm_counted, not bitwise_across_machines(e["task"]))
-        rows.append({"task": e["task"], "run": e["run"], "seed": e["seed"], "compared_by": by,
-                     "submitted_return": e["return"], "rerun_return": again.get("return"),
-                     "submitted_length": e["length"], "rerun_length": again.get("length"),
-                     "submitted_digest": e.get("digest"), "rerun_digest": again.get("digest"),
-                     "rerun_status": again["status"], "normalized_difference": diff, "match": match,
-                     **({"submitted_llm": _llm_counts(e), "rerun_llm": _llm_counts(again)}
-                        if "llm" in e or "llm" in again else {}),
-                     **({"differs": _differences(e, again, llm_counted)}
-                        if not match and by != "tolerance" and again["status"] == "ok" else {})})
+    rows = _rows(draw.picked, rerun, suite, deterministic, tolerance, llm_counted)
     matched = sum(r["match"] for r in rows)
     counts = {k: sum(r["compared_by"] == k for r in rows) for k in ("digest", "exact", "float", "tolerance")}
-    notes = []
-    if counts["exact"]:
-        notes.append(f"{counts['exact']} submitted episode(s) carry no trajectory digest (a results file made "
-                     "before digests existed): their returns and lengths were compared, not their trajectories")
-    if counts["float"]:
-        notes.append(f"{counts['float']} episode(s) matched only to floating-point precision: same length, "
-                     f"returns within {FLOAT_TOLERANCE:g} (relative), other bits (digest or last digits of the "
-                     "return), as another CPU's floating-point kernels give; counted as matches")
     passed = matched == len(rows) and (generalization is None or generalization["passed"])
     record = {
         "status": "passed" if passed else "failed", "date": utc_now(), "passed": passed,
-        **sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts, "notes": notes,
-        "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
+        **draw.sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts,
+        "notes": _notes(counts), "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
         "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": artifacts,
-        "isolation": rerun.get("isolation"), "polar_bench": __version__,
-        "versions": rerun.get("versions"), "environment": rerun.get("environment"), "episodes": rows,
+        "isolation": rerun.isolation, "polar_bench": __version__,
+        "versions": rerun.versions, "environment": rerun.environment, "episodes": rows,
         "generalization": generalization,
     }
     if entry is not None:

@@ -1,9 +1,9 @@
 """The results file: every episode of an evaluation, and the submission format.
 
-The format is declared once, as a JSON Schema shipped in the package
-(``polar_bench/schemas/results-v1.json``), and checked at the boundary by `read_results`, which
-refuses unknown format versions. Use `read_results` rather than parsing the file: aggregates are
-always recomputed from the episodes, never trusted from the file.
+`read_results` reads one into the typed model (`ResultsFile`, `polar_bench.results.model`), checked
+once at the boundary against the model and the JSON Schema shipped in the package
+(``schemas/results-v1.json``); `write_results` writes one atomically. Aggregates are always
+recomputed from the episodes, never trusted from the file. See docs/evaluate.md.
 """
 
 from __future__ import annotations
@@ -12,18 +12,18 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from ..errors import ResultsError
-from .model import Episode, Status
+from .model import Episode, ResultsFile, ResultsSuite, Status, SuiteTask
 
 EPISODE_STATUSES = tuple(s.value for s in Status)
 
-__all__ = ["FORMAT_VERSION", "Results", "read_results", "write_results", "results_schema",
-           "validate_results_data", "EPISODE_STATUSES", "load_json", "MAX_JSON_DEPTH", "MAX_JSON_INT",
+__all__ = ["FORMAT_VERSION", "ResultsFile", "ResultsSuite", "SuiteTask", "read_results", "write_results",
+           "results_schema", "schema_problems", "validate_results_data", "check_format_version",
+           "format_version_problem", "EPISODE_STATUSES", "load_json", "MAX_JSON_DEPTH", "MAX_JSON_INT",
            "MAX_JSON_BYTES", "Episode", "Status"]
 
 FORMAT_VERSION = 1
@@ -43,69 +43,45 @@ def results_schema() -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def _first_errors(data: Any, limit: int = 5) -> list[str]:
+def schema_problems(data: Any) -> list[tuple[str, str]]:
+    """Every place where ``data`` breaks the results JSON Schema, as (JSON path, message), in path order;
+    `validate_results_data` raises on the first few, the leaderboard reports them all."""
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(results_schema())
     out = []
-    for err in sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path)):
-        where = "/".join(str(p) for p in err.absolute_path) or "(top level)"
-        out.append(f"{where}: {err.message[:200]}")
-        if len(out) >= limit:
-            break
+    for err in sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.absolute_path]):
+        message = err.message if len(err.message) <= 200 else err.message[:197] + "..."
+        out.append(("/".join(str(p) for p in err.absolute_path), message))
     return out
+
+
+def format_version_problem(data: Any) -> str | None:
+    """Why this polar_bench cannot read ``data``'s format version, with the fix; None when it can."""
+    version = data.get("format_version") if isinstance(data, dict) else None
+    if version == FORMAT_VERSION:
+        return None
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
+        return (f"format version {version} is newer than this polar_bench reads ({FORMAT_VERSION}); upgrade "
+                f"polar_bench (pip install -U polar_bench)")
+    return f"unknown results format version {version!r} (this polar_bench reads version {FORMAT_VERSION})"
+
+
+def check_format_version(data: Any, source: str = "results") -> None:
+    """`ResultsError` unless this polar_bench reads ``data``'s format version."""
+    problem = format_version_problem(data)
+    if problem is not None:
+        raise ResultsError(f"{source}: {problem}")
 
 
 def validate_results_data(data: Any, source: str = "results") -> None:
     """Check format version and schema; raise `ResultsError` listing the first problems."""
     if not isinstance(data, dict):
         raise ResultsError(f"{source}: a results file is a JSON object, got {type(data).__name__}")
-    version = data.get("format_version")
-    if version != FORMAT_VERSION:
-        if isinstance(version, int) and version > FORMAT_VERSION:
-            raise ResultsError(f"{source}: format version {version} is newer than this polar_bench "
-                               f"reads ({FORMAT_VERSION}); upgrade polar_bench (pip install -U polar_bench)")
-        raise ResultsError(f"{source}: unknown results format version {version!r} "
-                           f"(this polar_bench reads version {FORMAT_VERSION})")
-    problems = _first_errors(data)
+    check_format_version(data, source)
+    problems = [f"{where or '(top level)'}: {message}" for where, message in schema_problems(data)[:5]]
     if problems:
         raise ResultsError(f"{source}: does not match the results schema: " + "; ".join(problems))
-
-
-@dataclass
-class Results:
-    """A validated results file. ``data`` is the raw JSON object."""
-
-    data: dict
-    path: str | None = None
-
-    @property
-    def episodes(self) -> list[dict]:
-        return self.data["episodes"]
-
-    @property
-    def tasks(self) -> list[dict]:
-        """The evaluated tasks with domain and normalization references (from the suite)."""
-        return self.data["suite"]["tasks"]
-
-    @property
-    def agent_name(self) -> str:
-        agent = self.data["agent"]
-        return str(agent.get("name") or agent.get("info", {}).get("name") or Path(agent["path"]).stem)
-
-    @property
-    def runs(self) -> int:
-        return int(self.data["config"]["runs"])
-
-    @property
-    def suite_name(self) -> str:
-        return f'{self.data["suite"]["name"]}'
-
-    def status_counts(self) -> dict[str, int]:
-        counts = {s: 0 for s in EPISODE_STATUSES}
-        for ep in self.episodes:
-            counts[ep["status"]] += 1
-        return counts
 
 
 def _parse_int(text: str) -> int:
@@ -172,15 +148,13 @@ def load_json(path: str | os.PathLike, what: str = "file") -> Any:
     return data
 
 
-def read_results(path: str | os.PathLike) -> Results:
-    """Read and validate a results file; `ResultsError` (one line, with the fix) when it is not one."""
+def read_results(path: str | os.PathLike) -> ResultsFile:
+    """Read and check a results file; `ResultsError` (one line, with the fix) when it is not one."""
     p = Path(path)
     if not p.is_file():
         raise ResultsError(f"results file {str(p)!r} does not exist; pass the .json that "
                            f"'python -m polar_bench evaluate ... --out' wrote")
-    data = load_json(p, "polar_bench results file")
-    validate_results_data(data, str(p))
-    return Results(data, str(p))
+    return ResultsFile.from_json(load_json(p, "polar_bench results file"), str(p))
 
 
 def _finite(obj: Any) -> Any:
@@ -193,9 +167,9 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def write_results(data: dict, path: str | os.PathLike) -> None:
+def write_results(results: ResultsFile | dict, path: str | os.PathLike) -> None:
     """Validate and write atomically (a temporary file renamed over the target)."""
-    data = _finite(data)
+    data = _finite(results.to_json() if isinstance(results, ResultsFile) else results)
     validate_results_data(data, str(path))
     p = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent) or ".")

@@ -1,10 +1,11 @@
-"""The typed model of one episode record of a results file: `Status` and `Episode`.
+"""The typed model of a results file: `ResultsFile`, its embedded `ResultsSuite` of `SuiteTask`s, and
+its `Episode` records with their `Status`.
 
-Producers (the episode loop, a worker that failed a unit) build an `Episode` and write
-`Episode.to_json`; consumers read records with `Episode.from_json`, which makes the structural checks
-once (types, statuses, a finite return for a successful episode). What needs the suite (a known task,
-a run in range, the task's metric) is checked by the consumer that has it (`polar_bench.analysis`).
-The JSON Schema (``schemas/results-v1.json``) lists the same fields; a test holds the two together.
+Producers (evaluate, a worker that failed a unit, verify) build these and write ``to_json``; consumers
+read with ``from_json``, which makes every structural check once (types, statuses, references, each
+episode's task and run against the file's own suite). Scoring rules (a task's metric value) stay with
+scoring, and the leaderboard adds only its own rules. The JSON Schema (``schemas/results-v1.json``)
+lists the same fields; tests/test_results_model.py holds the two together. See docs/results.md.
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from pathlib import PurePath
+from typing import Any, TypeGuard
 
 from ..errors import ResultsError
+from ..suite import METRICS
 
-__all__ = ["Status", "Episode", "EPISODE_FIELDS", "EPISODE_REQUIRED"]
+__all__ = ["Status", "Episode", "EPISODE_FIELDS", "EPISODE_REQUIRED", "SuiteTask", "ResultsSuite", "ResultsFile",
+           "RESULTS_FIELDS"]
 
 
 class Status(str, Enum):
@@ -130,3 +134,238 @@ class Episode:
                 rec[key] = value
         rec.update(self.extra)
         return rec
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _need(mapping: Any, key: str, kind: Any, where: str) -> Any:
+    if not isinstance(mapping, Mapping) or key not in mapping:
+        raise ResultsError(f"{where}: missing {key!r}")
+    value = mapping[key]
+    if kind is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+        raise ResultsError(f"{where}: {key!r} must be {getattr(kind, '__name__', kind)}, got {value!r}")
+    return value
+
+
+SUITE_TASK_FIELDS = ("id", "domain", "low", "high", "episodes", "seeds", "metric")
+
+
+@dataclass(frozen=True)
+class SuiteTask:
+    """One task of the suite a results file embeds: its normalization references, episode count,
+    seeds and metric. ``low`` and ``high`` keep the JSON's number type (an integer stays one)."""
+
+    id: str
+    domain: str
+    low: float
+    high: float
+    episodes: int  # 0 when the record gives neither a positive count nor seeds
+    seeds: tuple[int, ...] = ()
+    metric: str = "return"
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, spec: Any, where: str) -> SuiteTask:
+        tid = _need(spec, "id", str, where)
+        domain = _need(spec, "domain", str, f"{where} ({tid})")
+        low = _need(spec, "low", (int, float), f"{where} ({tid})")
+        high = _need(spec, "high", (int, float), f"{where} ({tid})")
+        outer = where.split(": suite task")[0]
+        if not (math.isfinite(low) and math.isfinite(high)) or high == low:
+            raise ResultsError(f"{outer}: task {tid} has unusable normalization references "
+                               f"low={low!r}, high={high!r} (they must be finite and differ)")
+        seeds = spec.get("seeds")
+        seeds = tuple(seeds) if isinstance(seeds, list) else ()
+        n_ep = spec.get("episodes")
+        if not _is_int(n_ep) or n_ep < 1:
+            n_ep = len(seeds)
+        metric = spec.get("metric", "return")
+        if metric not in METRICS:
+            raise ResultsError(f"{outer}: task {tid} has unknown metric {metric!r}; expected one of "
+                               f"{', '.join(METRICS)}")
+        return cls(id=tid, domain=domain, low=low, high=high, episodes=n_ep, seeds=seeds, metric=metric,
+                   extra={k: v for k, v in spec.items() if k not in SUITE_TASK_FIELDS})
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "domain": self.domain, "low": self.low, "high": self.high,
+                "episodes": self.episodes, "seeds": list(self.seeds),
+                **({"metric": self.metric} if self.metric != "return" else {}), **self.extra}
+
+
+SUITE_FIELDS = ("name", "version", "hash", "seed", "pins", "domains", "tasks")
+
+
+@dataclass(frozen=True)
+class ResultsSuite:
+    """The part of the suite a results file embeds: enough to score it without the suite file."""
+
+    name: str
+    version: str
+    hash: str
+    tasks: tuple[SuiteTask, ...]
+    seed: int | None = None
+    pins: dict = field(default_factory=dict)
+    domains: tuple[str, ...] | None = None  # absent in files made before it was recorded
+    extra: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, suite: Any, where: str) -> ResultsSuite:
+        if not isinstance(suite, Mapping):
+            raise ResultsError(f"{where}: 'suite' must be an object, got {suite!r}"[:300])
+        specs = _need(suite, "tasks", list, f"{where}: suite")
+        if not specs:
+            raise ResultsError(f"{where}: the suite lists no tasks")
+        tasks, seen = [], set()
+        for i, spec in enumerate(specs):
+            task = SuiteTask.from_json(spec, f"{where}: suite task {i}")
+            if task.id in seen:
+                raise ResultsError(f"{where}: the suite lists task {task.id} twice")
+            seen.add(task.id)
+            tasks.append(task)
+        domains = suite.get("domains")
+        return cls(name=str(suite.get("name", "")), version=str(suite.get("version", "")),
+                   hash=str(suite.get("hash", "")), tasks=tuple(tasks),
+                   seed=suite.get("seed") if _is_int(suite.get("seed")) else None,
+                   pins=dict(suite["pins"]) if isinstance(suite.get("pins"), Mapping) else {},
+                   domains=tuple(domains) if isinstance(domains, list) else None,
+                   extra={k: v for k, v in suite.items() if k not in SUITE_FIELDS})
+
+    def task(self, task_id: str) -> SuiteTask | None:
+        return next((t for t in self.tasks if t.id == task_id), None)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {"name": self.name, "version": self.version, "hash": self.hash}
+        if self.seed is not None:
+            out["seed"] = self.seed
+        out["pins"] = dict(self.pins)
+        if self.domains is not None:
+            out["domains"] = list(self.domains)
+        out["tasks"] = [t.to_json() for t in self.tasks]
+        out.update(self.extra)
+        return out
+
+
+# the top-level keys of a results file, in the order evaluate writes them (``seeds`` and
+# ``harness_plugins`` only when used); any other key is kept after them
+RESULTS_FIELDS = ("format_version", "polar_bench", "suite", "versions", "version_mismatches", "comparable",
+                  "standard", "environment", "agent", "isolation", "config", "command", "started", "finished",
+                  "episodes", "seeds", "harness_plugins")
+_OPTIONAL = ("versions", "version_mismatches", "isolation", "seeds", "harness_plugins")
+
+
+@dataclass(frozen=True)
+class ResultsFile:
+    """A results file: what was evaluated (suite, agent, settings, environment) and every episode.
+
+    ``from_json`` checks the structure once (`ResultsError` naming the file and the field); ``to_json``
+    gives the object evaluate writes. ``path`` is where it was read from (not part of the file)."""
+
+    format_version: int
+    suite: ResultsSuite
+    agent: dict
+    config: dict
+    episodes: tuple[Episode, ...]
+    polar_bench: dict = field(default_factory=dict)
+    environment: dict = field(default_factory=dict)
+    comparable: bool = True
+    standard: bool = True
+    command: str = ""
+    started: str = ""
+    finished: str = ""
+    versions: dict | None = None
+    version_mismatches: dict | None = None
+    isolation: dict | None = None
+    seeds: dict | None = None  # {"kind": "fresh", "entropy": ...}: played on fresh seeds, not the suite's
+    harness_plugins: list | None = None
+    extra: dict = field(default_factory=dict)
+    path: str | None = field(default=None, compare=False)
+
+    @classmethod
+    def from_json(cls, data: Any, source: str | None = None, *, schema: bool = True) -> ResultsFile:
+        """Check and read results data: the format version, the JSON Schema (``schema=False`` skips it, for
+        data this polar_bench has just validated), then what the schema cannot say: finite, distinct
+        references, a task listed once, each episode's task and run in the file's own suite, no
+        episode twice."""
+        where = source or "results"
+        if not isinstance(data, Mapping):
+            raise ResultsError(f"{where}: a results file is a JSON object, got {type(data).__name__}")
+        from . import check_format_version, validate_results_data
+
+        check_format_version(data, where)
+        if schema:
+            validate_results_data(data, where)
+        suite = ResultsSuite.from_json(data.get("suite"), where)
+        config = data["config"] if isinstance(data.get("config"), Mapping) else {}
+        raw = _need(data, "episodes", list, where)
+        runs = config.get("runs")
+        if not _is_int(runs) or runs < 1:
+            runs = 1 + max((e["run"] for e in raw if isinstance(e, Mapping) and _is_int(e.get("run"))), default=0)
+        known = {t.id for t in suite.tasks}
+        episodes: list[Episode] = []
+        positions: dict[tuple[str, int], set[int]] = {}  # (task, run) -> the indexes seen
+        for i, rec in enumerate(raw):
+            w = f"{where}: episode {i}"
+            ep = Episode.from_json(rec, w)
+            if ep.task not in known:
+                raise ResultsError(f"{w} is of task {ep.task!r}, which the results' suite does not list")
+            if not 0 <= ep.run < runs:
+                raise ResultsError(f"{w} ({ep.task}) has run {ep.run}, outside 0..{runs - 1} (config.runs = {runs})")
+            seen = positions.setdefault((ep.task, ep.run), set())
+            index = len(seen) if ep.index is None else ep.index  # files without an index: episodes in order
+            if index in seen:
+                raise ResultsError(f"{w}: task {ep.task} run {ep.run} has episode {index} twice")
+            seen.add(index)
+            episodes.append(ep)
+        agent = data.get("agent")
+        return cls(format_version=int(data["format_version"]), suite=suite,
+                   agent=dict(agent) if isinstance(agent, Mapping) else {}, config=dict(config),
+                   episodes=tuple(episodes),
+                   polar_bench=dict(data.get("polar_bench") or {}), environment=dict(data.get("environment") or {}),
+                   comparable=bool(data.get("comparable", True)), standard=bool(data.get("standard", True)),
+                   command=str(data.get("command") or ""), started=str(data.get("started") or ""),
+                   finished=str(data.get("finished") or ""),
+                   **{k: data[k] for k in _OPTIONAL if k in data},
+                   extra={k: v for k, v in data.items() if k not in RESULTS_FIELDS}, path=source)
+
+    def to_json(self) -> dict:
+        out: dict[str, Any] = {}
+        for key in RESULTS_FIELDS:
+            if key == "suite":
+                out[key] = self.suite.to_json()
+            elif key == "episodes":
+                out[key] = [e.to_json() for e in self.episodes]
+            elif key not in _OPTIONAL or getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        out.update(self.extra)
+        return out
+
+    @property
+    def runs(self) -> int:
+        """The number of runs (``config.runs``; else one more than the highest run recorded)."""
+        runs = self.config.get("runs")
+        if _is_int(runs) and runs >= 1:
+            return int(runs)
+        return 1 + max((e.run for e in self.episodes), default=0)
+
+    @property
+    def agent_name(self) -> str:
+        stem = PurePath(str(self.agent.get("path") or self.path or "agent")).stem
+        return str(self.agent.get("name") or self.agent_info.get("name") or stem)
+
+    @property
+    def agent_info(self) -> dict:
+        info = self.agent.get("info")
+        return dict(info) if isinstance(info, Mapping) else {}
+
+    @property
+    def fresh(self) -> bool:
+        """Whether the episodes were played on fresh seeds (evaluate --fresh-seeds), not the suite's."""
+        return self.seeds is not None
+
+    def status_counts(self) -> dict[str, int]:
+        counts = {s.value: 0 for s in Status}
+        for ep in self.episodes:
+            counts[ep.status.value] += 1
+        return counts
