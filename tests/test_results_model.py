@@ -99,3 +99,15 @@ def test_the_agents_own_keys_are_kept_after_the_measured_ones():
     assert failed == {"task": "t", "run": 0, "index": 1, "seed": 9, "return": None, "length": 0,
                       "status": "env_error", "error": "the harness crashed", "wall_seconds": 0.0, "agent_seconds": 0.0}
     assert json.loads(json.dumps(failed)) == failed
+
+
+def test_scripts_written_against_the_json_records_still_read_them():
+    """`polar_bench.read_results` is a stable public name: code that indexed its records as dicts (and
+    read ``.data``) keeps working beside the typed attributes."""
+    results = read_results(ROOT / "baselines/random/results-v1.json")
+    first = results.episodes[0]
+    assert first["return"] == first.ret and first["status"] == "ok" and first.get("digest") is None
+    assert first.get("no such key", 7) == 7
+    with pytest.raises(KeyError):
+        first["no such key"]
+    assert results.data["agent"]["info"] == results.agent_info and results.data == results.to_json()

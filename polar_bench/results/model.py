@@ -120,6 +120,15 @@ class Episode:
                    attempts=_int(rec, "attempts", where, required=False),
                    extra={k: v for k, v in rec.items() if k not in EPISODE_FIELDS})
 
+    def __getitem__(self, key: str) -> Any:
+        """The record's value under its results-file key (``episode["return"]``), for scripts written
+        against the JSON records before the model existed; `KeyError` for a key the record lacks."""
+        return self.to_json()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """Like ``dict.get`` on the record as written."""
+        return self.to_json().get(key, default)
+
     def to_json(self) -> dict:
         """The record as written: the fields in `EPISODE_FIELDS` order (the optional ones only when set),
         then the agent's own keys."""
@@ -340,6 +349,11 @@ class ResultsFile:
                 out[key] = getattr(self, key)
         out.update(self.extra)
         return out
+
+    @property
+    def data(self) -> dict:
+        """The file's JSON object (`to_json`), for scripts written before the model existed."""
+        return self.to_json()
 
     @property
     def runs(self) -> int:
