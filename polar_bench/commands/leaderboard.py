@@ -33,14 +33,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _register_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("verify", help="re-run an unpredictable sample of a submission's episodes and compare them",
-                       description="Re-run a sample of the episodes of a results file with its agent file (in its "
-                                   "own locked-down process) and compare them: by trajectory digest for a "
-                                   "deterministic agent, by return within --tolerance (normalized score) for one "
-                                   "whose AGENT_INFO says 'deterministic': False. The sample's seed comes from the "
-                                   "OS's entropy and its size from the guarantee of SUBMISSION.md; artifacts the "
-                                   "agent declares in artifacts.json are checked (and rebuilt when missing) "
-                                   "first. The outcome is recorded on the leaderboard entry. Exit code 0: every "
-                                   "sampled episode matched; 1: some did not; 2: user error or not verifiable.")
+                       description="Re-run an unpredictable sample of a results file's episodes with its agent "
+                                   "file and compare them, and play fresh seeds to test the generalisation gap "
+                                   "(SUBMISSION.md, 'How verification works'). Exit code 0: verified; 1: failed; "
+                                   "2: user error or not verifiable.")
     p.add_argument("results", help="the submitted results .json (or its copy in the leaderboard folder)")
     p.add_argument("--agent", required=True, help="the agent file that was evaluated (same SHA-256)")
     p.add_argument("--sample", type=int, default=None, metavar="N",

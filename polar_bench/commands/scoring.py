@@ -54,9 +54,8 @@ def _common(p: argparse.ArgumentParser, poi: bool = False, profiles: bool = Fals
     g.add_argument("--digits", type=int, default=3, help="decimals in the tables (default: %(default)s)")
     if poi:
         g.add_argument("--published", choices=sorted(TABLES), default=None, metavar="TABLE",
-                       help="put the results beside the per-run scores a paper published (atari100k: SPR, "
-                            "DrQ(eps), DrQ, DER, OTRainbow, CURL, SimPLe), on that table's domain only; they "
-                            "are listed as 'published, not re-run' (docs/scoring.md)")
+                       help="put the results beside a paper's published per-run scores (atari100k: SPR, "
+                            "DrQ(eps) and five more), on that domain only (docs/scoring.md)")
     g.add_argument("--domains", nargs="+", default=None, metavar="DOMAIN",
                    help="only the tasks of these domains, e.g. to compare agents on the domains they share "
                         "(the aggregates are then not the suite's standard ones)")
