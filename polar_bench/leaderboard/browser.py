@@ -1,19 +1,7 @@
-"""A tiny headless-Chromium driver over the Chrome DevTools protocol, for testing the leaderboard site.
-
-Chromium is started with ``--remote-debugging-pipe``: it reads protocol commands from file descriptor
-3 and writes replies and events to descriptor 4, each message a JSON object ended by a NUL byte. So
-this needs only the standard library (no selenium, no chromedriver whose version must match the
-browser, no debugging port open on the machine), and it can dispatch real (trusted) mouse events,
-evaluate JavaScript in the page, see JavaScript dialogs (an ``alert`` that ran) and take screenshots.
-
-    with Chromium() as browser:
-        browser.open("file:///.../index.html")
-        browser.evaluate("document.title")
-        browser.click("th[data-col='1']")
-        browser.screenshot("page.png")
-
-`find_chromium()` returns the executable or None; tests skip with that reason when it is None.
-Command line: ``python -m polar_bench.leaderboard.browser screenshot PAGE OUT.png [--width W] [--height H]``.
+"""A tiny headless-Chromium driver over the Chrome DevTools protocol (on a pipe, standard library only),
+for testing the leaderboard site: open a page, evaluate JavaScript, click, see dialogs, take screenshots.
+`find_chromium()` returns the executable or None (tests skip then). Command line:
+``python -m polar_bench.leaderboard.browser screenshot PAGE OUT.png``. See docs/leaderboard.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""The leaderboard folder and its entries.
-
-    leaderboard/
-      entries/<id>/results.json       the submitted results file, byte for byte
-      entries/<id>/entry.json         id, fingerprints, agent, suite, submission date
-      entries/<id>/verification.json  the re-runs of `verify` (absent until one ran), and the
-                                      ``not_verifiable`` records of those that could not run
-      README.md, leaderboard-<suite>.{md,tex,csv}, leaderboard.json, site/   written by `build`
-
-An entry is content-addressed: its id is the first 16 hex digits of the SHA-256 of the results file's
-canonical JSON (keys sorted, no whitespace), so the same results resubmitted, even re-indented, map to
-the same id and are refused. A second fingerprint over the episodes alone (task, run, seed, return,
-length) catches the same evaluation resubmitted with edited metadata.
+"""The leaderboard folder and its entries: ``entries/<id>/`` holds the submitted results file, its
+``entry.json`` and ``verification.json``. An entry is content-addressed (its id comes from the SHA-256
+of the file's canonical JSON) and fingerprinted over its episodes, so a resubmission is refused. See
+docs/leaderboard.md ("The folder").
 """
 
 from __future__ import annotations

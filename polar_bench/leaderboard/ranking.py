@@ -1,25 +1,9 @@
 """Ranking the entries of a leaderboard, and the leaderboard table.
 
-Entries are grouped by suite (name, version, hash); within a suite they are ranked by the point
-estimate of the overall IQM (every domain weighted equally; docs/scoring.md), higher first. An entry
-whose verification failed is listed last, without a rank, and cannot lead.
-
-Statistical ties: every adjacent pair of ranked entries (A above B by IQM) is compared by the
-probability of improvement P(A > B) over all domains, with its stratified-bootstrap interval
-(`polar_bench.analysis.improvement`, interval method `RankingOptions.method`). The whole interval
-decides: above 0.5, A is *better*; below 0.5, A is *worse* (B improves on A although A's IQM is
-higher: the row is flagged, ``†``, as a disagreement of the two measures); containing 0.5, the two
-are *tied* (``≈``) and share a rank. Ranks are shared along chains of ties, on every page.
-
-Budgets: an entry's training budget comes from its AGENT_INFO: ``training_steps_per_task`` (task id
-to environment steps) when present, else ``training_steps`` per domain (then counted for every task
-of the domain). The total per run is the sum over tasks; a domain whose tasks were trained on fewer
-steps than the suite's protocol budget (parsed from the suite's domain ``budget`` text, e.g. "500k
-environment steps per task") is marked ``▿`` in the main table.
-
-The same `Table` is rendered into ``leaderboard/README.md`` (Markdown), ``leaderboard-<suite>.tex``
-and ``.csv``, and by ``python -m polar_bench report leaderboard/ --format latex``; the same numbers
-go into ``leaderboard.json`` and the site.
+Entries are ranked per suite by the overall IQM; adjacent entries are compared by the probability of
+improvement and share a rank when its interval contains 0.5; training budgets come from AGENT_INFO and
+are marked below the suite's protocol budget. SUBMISSION.md ("How entries are ranked") is the rule;
+docs/leaderboard.md lists where the same `Table` is rendered.
 """
 
 from __future__ import annotations

@@ -1,17 +1,7 @@
-"""``leaderboard build``: the Markdown table, the LaTeX and CSV tables, ``leaderboard.json`` and the
-static site of a leaderboard folder.
-
-The site (``site/``) is plain HTML with one local stylesheet and one local script (sortable columns);
-nothing is fetched from the network, and a Content-Security-Policy allows only those local files
-(no inline script, no inline style), so even a string that escaped escaping could not run. Pages are
-rendered from Jinja2 templates (``templates/``) with autoescaping on, fed plain data, never HTML
-strings: every submitted string is escaped by default. The stylesheet and the script are static files
-(``static/``) copied as they are. Links are made only of http(s) URLs. Pages: ``index.html`` (the
-ranking, per suite, with the plots of ``report``), one page per domain (ranked by that domain's IQM,
-with the per-task scores) and one page per entry.
-
-The output depends only on the entries and the statistics options: no timestamps, fixed seeds, so a
-rebuild of an unchanged folder changes no byte (PNG files: for one matplotlib version).
+"""``leaderboard build``: the Markdown, LaTeX and CSV tables, ``leaderboard.json`` and the static site of
+a leaderboard folder: pages from autoescaped Jinja2 templates, a Content-Security-Policy that allows
+only local files, and no timestamps (a rebuild of an unchanged folder changes no byte). See
+docs/leaderboard.md ("The site, and why it is safe to publish").
 """
 
 from __future__ import annotations
