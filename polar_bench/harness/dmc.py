@@ -256,9 +256,9 @@ _MODELS: dict[tuple, object] = {}  # the MuJoCo models compiled in this process,
 @contextlib.contextmanager
 def _compile_once() -> Iterator[None]:
     """For the duration, dm_control's compilation of an MJCF model that this process has compiled
-    before returns a copy of that model (``mj_copyModel``: about 5 ms, where compiling the XML takes
-    45-70 ms). A worker with 8 lanes builds a task's environment 8 times; the copy is the same model
-    to the bit, so episodes do not change."""
+    before returns a copy of that model (``mj_copyModel``, far cheaper: docs/families/dmc.md). A
+    worker with 8 lanes builds a task's environment 8 times; the copy is the same model to the bit,
+    so episodes do not change."""
     from dm_control.mujoco import wrapper
 
     raw = vars(wrapper.MjModel)["from_xml_string"]  # the classmethod object, restored as it was

@@ -20,7 +20,7 @@ CHUNK_ELEMENTS = 1 << 21
 
 COUNTS_MAX_RUNS = 64
 """Up to this many runs the built-in metrics are computed from run counts (`RunCounts`); with more,
-the gathered scores are faster (measured: 100 runs × 26 tasks)."""
+the gathered scores are faster (docs/scoring.md)."""
 
 RESAMPLED_RUNS = "runs"
 RESAMPLED_RUNS_AND_TASKS = "runs and tasks"

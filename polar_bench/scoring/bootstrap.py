@@ -60,8 +60,7 @@ def count_draws(draws: np.ndarray, runs: int, tasks: int, layout: str = "trn") -
     Up to 15 runs, each draw adds ``16 ** run`` to a 64-bit code per (replicate, task): four bits per
     run hold its count (at most ``runs`` <= 15), and the counts are shifted out of the sum of ``runs``
     codes. That is one gather and one sum over the draws where `numpy.bincount` scatters into a table
-    as large as the counts (0.026 s against 0.076 s for 50,000 replicates of 10 x 20, timed once while writing
-    it). More runs: `numpy.bincount`."""
+    as large as the counts (faster: docs/scoring.md). More runs: `numpy.bincount`."""
     n = draws.shape[0]
     if runs <= 15:
         code = _NIBBLES[draws].sum(axis=1)  # (n, tasks)
