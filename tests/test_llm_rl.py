@@ -299,6 +299,19 @@ def test_resume_continues_exactly(tiny, tmp_path):
     assert len(rows) == 4 and rows[0].startswith("iteration,episodes,return_mean")
 
 
+def test_validation_seeds_are_held_out_from_training_and_evaluation():
+    from polar_bench.suite import load_suite
+
+    clash = load_suite("v1").task("babyai/GoToRedBall").seeds[0]
+    for seeds, message in (((clash,), "validation seeds .* are evaluation seeds"), ((2,), "are also training seeds")):
+        cfg = T.Config(name="t", tasks=[T.TaskSpec("babyai/GoToRedBall", [1, 2], None)],
+                       validation=T.ValidationConfig(every=1, seeds=seeds))
+        with pytest.raises(ValueError, match=message):
+            T.check_disjoint(cfg)
+    with pytest.raises(ValueError, match="some seeds"):
+        T.ValidationConfig.from_mapping({"every": 2})
+
+
 def test_training_suite_is_disjoint_from_evaluation_seeds(tiny):
     from polar_bench.suite import load_suite, parse_suite
 
@@ -326,9 +339,18 @@ def test_one_iteration_through_evaluate_and_the_proxy(tiny, tmp_path):
     pytest.importorskip("openai")
     model, tok = _load(tiny)
     cfg = T.Config(name="e2e", model=tiny, tasks=[T.TaskSpec("babyai/GoToRedBall", [1, 2], 3)], group_size=2,
-                   iterations=1, trainable_layers=1)
+                   iterations=1, trainable_layers=1, validation=T.ValidationConfig(every=1, seeds=(1001,), runs=2))
     trainer = T.Trainer(cfg, tmp_path, model=model, tokenizer=tok)
     (row,) = trainer.run()
+    # the held-out curve: before the update and after it, each scored on suite v1's scale (IQM, interval)
+    assert [r["iteration"] for r in trainer.curve] == [0, 1]
+    for point in trainer.curve:
+        assert point["val_episodes"] == 2 and point["val_iqm_low"] <= point["val_iqm"] <= point["val_iqm_high"]
+    from polar_bench.results import read_results
+
+    held_out = read_results(tmp_path / "validation" / "iter001" / "results.json")
+    assert held_out.suite.tasks[0].seeds == (1001,) and held_out.suite.tasks[0].low == 0.1765
+    assert (tmp_path / "validation.csv").read_text().startswith("iteration,val_iqm,val_iqm_low")
     assert row["episodes"] == 4 and row["env_steps"] == 12 and row["llm_calls"] == 12
     assert row["logprob_mismatch_max"] < 1e-4
     samples, episodes = T.load_trajectories(tmp_path / "rollouts" / "iter000" / "trajectories", tok)

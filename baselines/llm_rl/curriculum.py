@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CurriculumConfig", "Curriculum", "KINDS", "allocate", "learning_progress", "success_rates",
-           "planner_prompt", "llm_planner"]
+__all__ = ["CurriculumConfig", "Curriculum", "KINDS", "known_settings", "allocate", "learning_progress",
+           "success_rates", "planner_prompt", "llm_planner"]
 
 KINDS = ("all", "uniform", "progress", "band", "planner")
 
@@ -65,14 +65,22 @@ class CurriculumConfig:
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any] | None) -> CurriculumConfig:
-        raw = dict(raw or {})
-        unknown = set(raw) - set(cls.__dataclass_fields__)
-        if unknown:
-            raise ValueError(f"unknown curriculum setting(s) {sorted(unknown)}; known: "
-                             f"{sorted(cls.__dataclass_fields__)}")
+        raw = known_settings(cls, raw, "curriculum")
         if "band" in raw:
             raw["band"] = tuple(float(x) for x in raw["band"])
         return cls(**raw)
+
+
+def known_settings(cls: type, raw: Mapping[str, Any] | None, what: str) -> dict[str, Any]:
+    """``raw`` as a dict, refused (`ValueError`) when it names a setting the dataclass ``cls`` lacks."""
+    import dataclasses
+
+    raw = dict(raw or {})
+    known = sorted(f.name for f in dataclasses.fields(cls))
+    unknown = set(raw) - set(known)
+    if unknown:
+        raise ValueError(f"unknown {what} setting(s) {sorted(unknown)}; known: {known}")
+    return raw
 
 
 def allocate(weights: Mapping[str, float], episodes: int, epsilon: float = 0.0) -> dict[str, int]:

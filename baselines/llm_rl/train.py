@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .curriculum import Curriculum, CurriculumConfig, Planner
+from .curriculum import Curriculum, CurriculumConfig, Planner, known_settings
 from .model import (
     HiddenCapture,
     Policy,
@@ -66,6 +66,29 @@ class TaskSpec:
     max_episode_steps: int | None = None
 
 
+@dataclass(frozen=True)
+class ValidationConfig:
+    """The learning curve on held-out seeds: every ``every`` iterations (and before the first, and after
+    the last), each task is played on ``seeds`` (disjoint from the training pools and from the evaluation
+    suite's seeds) by ``runs`` runs, and scored as the evaluation suite scores it (its references, IQM
+    over runs x tasks with a stratified-bootstrap interval). ``every: 0``: no validation."""
+
+    every: int = 0
+    seeds: tuple[int, ...] = ()
+    runs: int = 3
+    reps: int = 2000  # bootstrap replicates of the interval
+
+    @classmethod
+    def from_mapping(cls, raw: dict | None) -> ValidationConfig:
+        raw = known_settings(cls, raw, "validation")
+        if "seeds" in raw:
+            raw["seeds"] = tuple(int(x) for x in raw["seeds"])
+        out = cls(**raw)
+        if out.every < 0 or out.runs < 1 or (out.every and not out.seeds):
+            raise ValueError("validation needs every >= 0, runs >= 1 and, when every > 0, some seeds")
+        return out
+
+
 @dataclass
 class Config:
     name: str
@@ -86,6 +109,7 @@ class Config:
     allow_version_mismatch: bool = False
     out_dir: str = ""
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)  # which tasks and seeds each iteration
+    validation: ValidationConfig = field(default_factory=lambda: ValidationConfig())  # the held-out learning curve
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Config:
@@ -94,12 +118,12 @@ class Config:
         raw = yaml.safe_load(Path(path).read_text())
         exp, train, harnesses = raw.get("experiment", {}), raw.get("training", {}), raw.get("harnesses", [])
         tasks = [TaskSpec(h["task"], [int(s) for s in h["seeds"]], h.get("max_episode_steps")) for h in harnesses]
-        known = {f for f in cls.__dataclass_fields__} - {"name", "tasks", "curriculum"}
+        known = {f for f in cls.__dataclass_fields__} - {"name", "tasks", "curriculum", "validation"}
         unknown = set(train) - known
         if unknown:
             raise ValueError(f"{path}: unknown training setting(s) {sorted(unknown)}; known: {sorted(known)}")
         cfg = cls(name=exp["name"], tasks=tasks, curriculum=CurriculumConfig.from_mapping(raw.get("curriculum")),
-                  **train)
+                  validation=ValidationConfig.from_mapping(raw.get("validation")), **train)
         cfg.model = raw.get("agent", {}).get("model", cfg.model)
         cfg.eval_suite = raw.get("evaluation", {}).get("suite", cfg.eval_suite)
         return cfg
@@ -114,23 +138,34 @@ def check_disjoint(cfg: Config) -> None:
     from polar_bench.suite import load_suite
 
     suite = load_suite(cfg.eval_suite)
+    held_out = set(cfg.validation.seeds)
     for t in cfg.tasks:
         if t.task in suite.task_ids:
             clash = set(t.seeds) & set(suite.task(t.task).seeds)
             if clash:
                 raise ValueError(f"{t.task}: training seeds {sorted(clash)} are evaluation seeds of suite "
                                  f"{cfg.eval_suite}")
+            clash = held_out & set(suite.task(t.task).seeds)
+            if clash:
+                raise ValueError(f"{t.task}: validation seeds {sorted(clash)} are evaluation seeds of suite "
+                                 f"{cfg.eval_suite}")
+        clash = held_out & set(t.seeds)
+        if clash:
+            raise ValueError(f"{t.task}: validation seeds {sorted(clash)} are also training seeds")
+
+
+def _suite_lines(name: str, description: str, seed: int, runs: int) -> list[str]:
+    return [f"# Written by baselines/llm_rl/train.py: {description} (not comparable with anything).",
+            "[suite]", f'name = "{name}"', 'version = "0.0.1"', f'description = "baselines/llm_rl {description}"',
+            f"seed = {seed}", f"runs = {runs}", "episodes = 1", "",
+            "[[domains]]", 'name = "babyai"', f'description = "BabyAI {description}"',
+            'training = "this is the training"', 'budget = "none"', ""]
 
 
 def suite_toml(cfg: Config, seeds: dict[str, list[int]] | None = None) -> str:
     """The training suite: every task's training seeds, or only those of ``seeds`` (task -> seeds, the
     curriculum's choice for one iteration; a task without seeds is left out)."""
-    lines = ["# Written by baselines/llm_rl/train.py: the training seeds only (not comparable with anything).",
-             "[suite]", f'name = "llm-rl-train-{cfg.name}"', 'version = "0.0.1"',
-             'description = "baselines/llm_rl training rollouts"', f"seed = {cfg.seed}",
-             f"runs = {cfg.group_size}", "episodes = 1", "",
-             "[[domains]]", 'name = "babyai"', 'description = "BabyAI training seeds"',
-             'training = "this is the training"', 'budget = "none"', ""]
+    lines = _suite_lines(f"llm-rl-train-{cfg.name}", "training rollouts", cfg.seed, cfg.group_size)
     for t in cfg.tasks:
         chosen = t.seeds if seeds is None else seeds.get(t.task, [])
         if not chosen:
@@ -142,6 +177,42 @@ def suite_toml(cfg: Config, seeds: dict[str, list[int]] | None = None) -> str:
         lines += ['low = { value = 0.0, source = "none", measured = false }',
                   'high = { value = 1.0, source = "BabyAI reward supremum", measured = false }', ""]
     return "\n".join(lines) + "\n"
+
+
+def validation_suite_toml(cfg: Config) -> str:
+    """The held-out suite of the learning curve: every task on the validation seeds, ``validation.runs``
+    runs, with the evaluation suite's options and normalization references for the task (so its IQM is
+    on that suite's scale; 0 and 1 for a task the suite lacks)."""
+    from polar_bench.suite import load_suite
+
+    suite = load_suite(cfg.eval_suite)
+    seeds = list(cfg.validation.seeds)
+    lines = _suite_lines(f"llm-rl-validate-{cfg.name}", "held-out validation seeds", cfg.seed, cfg.validation.runs)
+    for t in cfg.tasks:
+        spec = suite.task(t.task) if t.task in suite.task_ids else None
+        low, high = (spec.low.value, spec.high.value) if spec else (0.0, 1.0)
+        lines += ["[[tasks]]", f'id = "{t.task}"', 'domain = "babyai"', f"episodes = {len(seeds)}",
+                  f"seeds = {json.dumps(seeds)}"]
+        if spec is not None and spec.options:
+            lines.append("options = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in spec.options.items()) + " }")
+        lines += [f'low = {{ value = {low!r}, source = "suite {cfg.eval_suite}", measured = false }}',
+                  f'high = {{ value = {high!r}, source = "suite {cfg.eval_suite}", measured = false }}', ""]
+    return "\n".join(lines) + "\n"
+
+
+def validation_row(results: Path, reps: int, seed: int) -> dict[str, float]:
+    """The learning curve's point: IQM over runs x tasks of the held-out results, its 95% stratified-
+    bootstrap interval, and the success rate."""
+    from polar_bench import analysis
+
+    agent = analysis.agent_scores(results)
+    scope = {s.scope: s for s in analysis.aggregate(agent, ["iqm"], reps=reps, seed=seed)}["overall"]
+    iqm = scope.estimates.get("iqm")
+    returns = [e.ret for e in agent.results.episodes if e.ret is not None] if agent.results else []
+    return {"val_iqm": iqm.point if iqm else math.nan, "val_iqm_low": iqm.low if iqm else math.nan,
+            "val_iqm_high": iqm.high if iqm else math.nan,
+            "val_success_rate": float(np.mean([r > 0 for r in returns])) if returns else math.nan,
+            "val_episodes": len(returns)}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -316,19 +387,16 @@ def evaluate_agent(url: str, args: list[str], **run: Any) -> subprocess.Complete
     return subprocess.run(cmd, cwd=ROOT, env=env, **run)
 
 
-def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
-    """Serve the current weights and run the agent on the training suite under ``evaluate`` with the
-    LLM proxy recording trajectories; returns the trajectory folder."""
+def _serve_and_evaluate(trainer: Trainer, model_name: str, suite: Path, folder: Path, *extra: str) -> float:
+    """Serve the current weights in a thread and run the agent on ``suite`` under ``evaluate`` (results in
+    ``folder``, its output in evaluate.log); the server's milliseconds per call."""
     from .server import serve_in_thread
 
-    cfg = trainer.cfg
-    suite = trainer.suite_path
-    traj = folder / "trajectories"
-    server, stats, url = serve_in_thread(trainer.policy, model_name=f"smollm2-rl-iter{iteration}")
+    server, stats, url = serve_in_thread(trainer.policy, model_name=model_name)
     try:
-        args = ["--suite", str(suite), "--trajectories", str(traj), "--out", str(folder / "results.json"),
-                "--workers", str(cfg.workers)]
-        if cfg.allow_version_mismatch:
+        args = ["--suite", str(suite), *extra, "--out", str(folder / "results.json"),
+                "--workers", str(trainer.cfg.workers)]
+        if trainer.cfg.allow_version_mismatch:
             args.append("--allow-version-mismatch")
         proc = evaluate_agent(url, args, capture_output=True, text=True)
         (folder / "evaluate.log").write_text(proc.stdout + proc.stderr)
@@ -338,8 +406,25 @@ def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
     finally:
         server.shutdown()
         server.server_close()
-    trainer.server_ms = stats.ms_per_call()
+    return stats.ms_per_call()
+
+
+def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
+    """Serve the current weights and run the agent on the iteration's training suite under ``evaluate``
+    with the LLM proxy recording trajectories; returns the trajectory folder."""
+    traj = folder / "trajectories"
+    trainer.server_ms = _serve_and_evaluate(trainer, f"smollm2-rl-iter{iteration}", trainer.suite_path, folder,
+                                            "--trajectories", str(traj))
     return traj
+
+
+def evaluate_validation(trainer: Trainer, iteration: int, folder: Path) -> Path:
+    """Serve the current weights and play the held-out validation suite under ``evaluate``; returns its
+    results file."""
+    suite = folder / "validation_suite.toml"
+    suite.write_text(validation_suite_toml(trainer.cfg))
+    _serve_and_evaluate(trainer, f"smollm2-rl-val{iteration}", suite, folder)
+    return folder / "results.json"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -348,11 +433,14 @@ def evaluate_rollout(trainer: Trainer, iteration: int, folder: Path) -> Path:
 
 class Trainer:
     def __init__(self, cfg: Config, out_dir: str | Path, *, rollout: Rollout = evaluate_rollout,
-                 model: Any = None, tokenizer: Any = None, planner: Planner | None = None) -> None:
+                 model: Any = None, tokenizer: Any = None, planner: Planner | None = None,
+                 validator: Rollout = evaluate_validation) -> None:
         self.cfg = cfg
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.rollout = rollout
+        self.validator = validator
+        self.curve: list[dict] = []  # the held-out learning curve: one row per validation
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         _seed_everything(cfg.seed)
@@ -381,7 +469,7 @@ class Trainer:
         state = {"iteration": self.iteration, "trained": trained_state(self.model),
                  "optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                  "python_rng": random.getstate(), "numpy_rng": np.random.get_state(),
-                 "history": self.history, "elapsed": self.elapsed, "config": asdict(self.cfg)}
+                 "history": self.history, "curve": self.curve, "elapsed": self.elapsed, "config": asdict(self.cfg)}
         tmp = self.checkpoint_path.with_suffix(".tmp")
         torch.save(state, tmp)
         os.replace(tmp, self.checkpoint_path)
@@ -394,6 +482,7 @@ class Trainer:
         random.setstate(state["python_rng"])
         np.random.set_state(state["numpy_rng"])
         self.iteration, self.history, self.elapsed = state["iteration"], state["history"], state["elapsed"]
+        self.curve = state.get("curve", [])
 
     def run(self, *, resume: bool = False, stop_after: int | None = None) -> list[dict]:
         """Train to ``cfg.iterations`` (or ``stop_after`` more iterations, for tests of resuming)."""
@@ -406,12 +495,43 @@ class Trainer:
         done = 0
         try:
             while self.iteration < self.cfg.iterations and (stop_after is None or done < stop_after):
+                self._validate()
                 self._iterate(writer)
                 done += 1
+            if self.iteration >= self.cfg.iterations:
+                self._validate(last=True)
         finally:
             if writer is not None:
                 writer.close()
         return self.history
+
+    def _validate(self, last: bool = False) -> None:
+        """A point of the held-out learning curve for the current weights, when one is due (every
+        ``validation.every`` updates, and after the last) and not yet taken; saved with the checkpoint
+        and in validation.csv."""
+        every, it = self.cfg.validation.every, self.iteration
+        if not every or (it % every and not last) or any(r["iteration"] == it for r in self.curve):
+            return
+        folder = self.out / "validation" / f"iter{it:03d}"
+        if folder.exists():
+            shutil.rmtree(folder)  # a validation cut short is played again
+        folder.mkdir(parents=True)
+        salt, self.policy.salt = self.policy.salt, 0  # as an evaluation: only the weights differ between points
+        t0 = time.perf_counter()
+        try:
+            results = self.validator(self, it, folder)
+        finally:
+            self.policy.salt = salt
+        row = {"iteration": it, **validation_row(results, self.cfg.validation.reps, self.cfg.seed),
+               "validation_seconds": time.perf_counter() - t0}
+        self.curve.append(row)
+        self.save()
+        with (self.out / "validation.csv").open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(self.curve[0]))
+            w.writeheader()
+            w.writerows(self.curve)
+        print(json.dumps({"validation": {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}}),
+              flush=True)
 
     def _per_task(self, episodes: list[Episode]) -> dict[str, float]:
         """Each task's episodes and success rate in this iteration (0 episodes: not chosen), as columns."""
