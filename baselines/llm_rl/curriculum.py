@@ -24,7 +24,6 @@ resumed training chooses as an uninterrupted one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -215,8 +214,3 @@ class Curriculum:
                 continue
             out[task] = sorted(pool[i] for i in rng.choice(len(pool), size=n, replace=False))
         return out
-
-
-def summary(history: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """The final success rate of each task (its last iteration), for reports."""
-    return {t: r[-1] for t, r in success_rates(history).items() if r and not math.isnan(r[-1])}

@@ -342,12 +342,10 @@ class EpisodeRunner:
             return [i for group in groups for i in group]
 
         def gone_now(gone: AgentGone, request: _Request | None) -> tuple[list[dict], list[tuple]]:
-            if gone.kind == "timeout" and request is not None:
-                by_episode = request.left is not None and request.limit is not None and \
-                    request.left <= request.limit + 1e-9
+            if gone.kind == "timeout":  # which deadline passed: the episode's when it was the nearer one
+                by_episode = request is not None and request.left is not None and request.limit is not None \
+                    and request.left <= request.limit + 1e-9
                 gone = AgentGone("timeout", gone.message, "episode" if by_episode else "step")
-            elif gone.kind == "timeout":
-                gone = AgentGone("timeout", gone.message, "step")
             return self._gone(done, everyone(), gone)
 
         for g in range(len(groups)):

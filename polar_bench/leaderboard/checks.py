@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import scoring
 from ..report import CONTROL_CHARS
-from ..results import FORMAT_VERSION, format_version_problem, results_schema, schema_problems
+from ..results import FORMAT_VERSION, ResultsFile, format_version_problem, results_schema, schema_problems
 from ..suite import SUITES_DIR, Suite, load_suite
 
 __all__ = ["Problem", "check_submission", "check_data", "released_suites", "recompute_summary",
@@ -389,7 +389,7 @@ def recompute_summary(data: dict) -> dict:
     matrix) and ``overall`` (the equal-weight mean over domains of each of those)."""
     from .. import analysis
 
-    agent = analysis.agent_scores(data)
+    agent = analysis.agent_scores(ResultsFile.from_json(data, schema=False))  # the schema check ran already
     tasks = {t.task_id: {"mean_return": t.mean_return, "normalized_score": float(np.mean(t.run_scores))}
              for t in agent.tasks}
     domains = {}
