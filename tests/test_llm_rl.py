@@ -575,3 +575,75 @@ def test_the_embedded_llm_plans_a_level_among_those_it_is_given():
     rates = {LEVELS[0]: [0.1, 0.3], LEVELS[1]: [0.0, 0.0]}
     plan = C.llm_planner()
     assert plan(C.planner_prompt(rates, LEVELS), LEVELS) in LEVELS
+
+
+# ----------------------------------------------------------------------------------------------------
+# Devices and bfloat16
+
+
+def test_device_names_a_gpu_only_where_torch_sees_one():
+    assert M.pick_device("cpu") == torch.device("cpu")
+    assert M.pick_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    for bad in ("tpu", "gpu0", "cuda:x"):
+        with pytest.raises(ValueError, match="'auto', 'cpu', 'cuda' or 'cuda:N'"):
+            M.pick_device(bad)
+    with pytest.raises(ValueError, match="sees no CUDA GPU|cuda:0 to"):
+        M.pick_device("cuda:99")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the message for a machine without a GPU")
+def test_training_on_a_missing_gpu_is_a_one_line_user_error(tiny, tmp_path):
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(f"experiment: {{name: t}}\nagent: {{model: {tiny}}}\n"
+                   "harnesses:\n  - {task: babyai/GoToRedBall, seeds: [1]}\ntraining: {iterations: 1}\n")
+    proc = subprocess.run([sys.executable, "-m", "baselines.llm_rl.train", "--config", str(cfg), "--device", "cuda",
+                           "--out-dir", str(tmp_path / "out")], capture_output=True, text=True, cwd=T.ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()] and "use device 'cpu'" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_bfloat16_training_keeps_frozen_weights_in_bfloat16_and_trained_ones_in_float32(tiny, tmp_path):
+    model, tok = _load(tiny)
+    cfg = T.Config(**{**_cfg(tiny, iterations=4).__dict__, "dtype": "bfloat16"})
+    trainer = T.Trainer(cfg, tmp_path / "bf16", rollout=_fake_rollout, model=model, tokenizer=tok)
+    dtypes = {n: p.dtype for n, p in trainer.model.named_parameters()}
+    assert {dtypes[n] for n in trainer.trained_names} == {torch.float32}   # Adam's master copy
+    assert {d for n, d in dtypes.items() if n not in trainer.trained_names} == {torch.bfloat16}
+    history = trainer.run()
+    # The update recomputes the sampled answers' log-probabilities under the same bfloat16 products (over the
+    # kept bfloat16 hidden states), so it stays on-policy up to bfloat16 rounding.
+    assert max(r["logprob_mismatch_max"] for r in history) < 0.05
+    assert history[-1]["return_mean"] > history[0]["return_mean"]   # reward for 'Turn left' was learned
+    state = torch.load(trainer.checkpoint_path, map_location="cpu", weights_only=False)
+    assert state["device"] == "cpu"
+    assert {t.dtype for t in state["trained"].values()} == {torch.float32}
+    assert {t.device.type for t in state["trained"].values()} == {"cpu"}
+    with pytest.raises(ValueError, match="training.dtype"):
+        T.Trainer(T.Config(**{**cfg.__dict__, "dtype": "float16"}), tmp_path / "f16", rollout=_fake_rollout,
+                  model=model, tokenizer=tok)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_training_and_serving_on_a_gpu_match_the_cpu(tiny, tmp_path):
+    from baselines.llm_rl.server import load_policies
+
+    def trainer(device):
+        model, tok = _load(tiny)
+        cfg = T.Config(**{**_cfg(tiny, iterations=2).__dict__, "device": device})
+        return T.Trainer(cfg, tmp_path / device, rollout=_fake_rollout, model=model, tokenizer=tok)
+
+    cpu, gpu = trainer("cpu"), trainer("cuda")
+    h_cpu, h_gpu = cpu.run(), gpu.run()
+    assert gpu.model.device.type == "cuda"
+    assert [r["return_mean"] for r in h_cpu] == [r["return_mean"] for r in h_gpu]
+    a, b = M.trained_state(cpu.model), M.trained_state(gpu.model)
+    assert all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
+    ids = M.prompt_ids(cpu.tok, prompt(VIEW, MENU))
+    served = [load_policies(tiny, [str(t.checkpoint_path)], device=d)[0] for t, d in ((cpu, "cpu"), (gpu, "cuda"))]
+    for seed in range(6):
+        x, y = (p.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=seed) for p in served)
+        assert x.text == y.text and x.token_logprobs == pytest.approx(y.token_logprobs, abs=1e-3)

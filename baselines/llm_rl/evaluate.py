@@ -42,13 +42,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--replicas", type=int, default=1, help="identical copies of each served model, so that "
                     "workers playing the same run answer in parallel (answers do not change; memory grows)")
     ap.add_argument("--dtype", choices=DTYPES, default="float32", help="serving precision (see server.py)")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (see server.py)")
     ap.add_argument("--out", required=True, help="the results file")
     ap.add_argument("--trajectories", help="default: <out without .json>.trajectories/")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype,
-                              replicas=args.replicas)
+    try:
+        policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype,
+                                 replicas=args.replicas, device=args.device)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     name = "smollm2-135m-rl" if args.weights else "smollm2-135m-base"
     server, stats, url = serve_in_thread(policies, model_name=name)
     out = Path(args.out)
@@ -58,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     rc = run_until_it_ends(cmd, env)
     server.shutdown()
     server.server_close()
-    summary = {"model": name, "weights": args.weights, "dtype": args.dtype, "calls": stats.calls,
+    summary = {"model": name, "weights": args.weights, "dtype": args.dtype, "device": args.device, "calls": stats.calls,
                "ms_per_call": round(stats.ms_per_call(), 1), "wall_seconds": round(time.perf_counter() - t0, 1)}
     print(json.dumps(summary), flush=True)
     out.with_suffix(".upstream.json").write_text(json.dumps(summary, indent=1) + "\n")

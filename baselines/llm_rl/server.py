@@ -30,9 +30,8 @@ from typing import Any
 
 from polar_bench.llm.proxy import JSONHandler, QuietHTTPServer
 
-from .model import Policy, Sampled, load_model, load_trained_state, prompt_ids
+from .model import DTYPES, Policy, Sampled, load_model, load_trained_state, pick_device, prompt_ids
 
-DTYPES = ("float32", "bfloat16")
 _RUN = re.compile(r"-run(\d+)$")
 
 
@@ -122,24 +121,26 @@ def pick_policy(policies: Sequence[Served], body: dict) -> Served:
 
 
 def load_policies(model_spec: str, weights: list[str], *, instances: int = 1, dtype: str = "float32",
-                  salt: int = 0, replicas: int = 1) -> list[Served]:
+                  salt: int = 0, replicas: int = 1, device: str = "cpu") -> list[Served]:
     """Policies to serve: the base model (``instances`` copies, so that runs served in parallel do not
     queue behind one lock), or one per checkpoint in ``weights`` (run R gets ``weights[R]``), cast to
-    ``dtype`` after loading (the trained layers are saved in float32). With ``replicas`` above 1 each
-    is `Replicas` of that many identical copies, so that requests for the same run answer in parallel."""
+    ``dtype`` after loading (the trained layers are saved in float32) and moved to ``device`` (`pick_device`:
+    ``cpu``, ``cuda[:N]`` or ``auto``). With ``replicas`` above 1 each is `Replicas` of that many
+    identical copies, so that requests for the same run answer in parallel."""
     import torch
 
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if replicas < 1:
         raise ValueError(f"replicas must be at least 1, got {replicas}")
+    dev = pick_device(device)
     base, tok = load_model(model_spec)
     out: list[Served] = []
     for k in range(len(weights) or instances):
         model = base if k == 0 else copy.deepcopy(base)
         if weights:
             load_trained_state(model, torch.load(weights[k], map_location="cpu", weights_only=False)["trained"])
-        model = model.to(getattr(torch, dtype))
+        model = model.to(device=dev, dtype=getattr(torch, dtype))
         if replicas == 1:
             out.append(Policy(model, tok, salt=salt))
         else:   # copies of the cast model: bit-identical weights
@@ -208,6 +209,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtype", choices=DTYPES, default="float32", help="the serving precision (bfloat16: "
                     "about 1.7x faster per call on this AVX-512 CPU, a slightly different distribution: "
                     "benchmarks/llm_rl_serving.py)")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N, or auto (a CUDA GPU where torch sees "
+                    "one); answers on a GPU differ from the CPU's in the last bits, so evaluate and verify alike")
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--salt", type=int, default=0, help="mixed into every request seed (0 for evaluation)")
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
@@ -216,8 +219,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     name = args.name or ("smollm2-135m-rl" if args.weights else "smollm2-135m-base")
-    policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype, salt=args.salt,
-                             replicas=args.replicas)
+    try:
+        policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype,
+                                 salt=args.salt, replicas=args.replicas, device=args.device)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     server, stats = make_server(policies, port=args.port, model_name=name)
 
     def _stop(signum: int, frame: Any) -> None:

@@ -44,10 +44,14 @@ import torch
 
 from .curriculum import Curriculum, CurriculumConfig, Planner, known_settings
 from .model import (
+    DTYPES,
     HiddenCapture,
     Policy,
     load_model,
     load_trained_state,
+    mixed_precision,
+    pick_device,
+    precision,
     prompt_ids,
     sequence_logprobs,
     trainable_parameters,
@@ -105,6 +109,9 @@ class Config:
     seed: int = 0
     threads: int = 0
     workers: int = 1
+    device: str = "cpu"          # cpu, cuda, cuda:N, or auto (a CUDA GPU where torch sees one)
+    dtype: str = "float32"       # bfloat16: frozen weights stored and every matrix product run in bfloat16,
+                                 # the trained weights kept float32 for Adam (serving during training too)
     eval_suite: str = "v1"       # the suite whose evaluation seeds training must not touch
     allow_version_mismatch: bool = False
     out_dir: str = ""
@@ -304,13 +311,15 @@ def advantages(samples: list[Sample], baseline: str = "group", eps: float = 1e-6
 
 def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
                    adv: list[float], minibatch: int, max_grad_norm: float,
-                   capture: HiddenCapture | None = None, normalize: str = "episode") -> dict[str, float]:
+                   capture: HiddenCapture | None = None, normalize: str = "episode",
+                   autocast: torch.dtype | None = None) -> dict[str, float]:
     """One optimizer step on -sum(w * A * log pi(completion | prompt)). ``normalize``: ``episode``,
     w = 1 / (episodes x the episode's calls), so that every episode weighs the same whatever its
     length (with ``sample``, w = 1 / samples, the long failed episodes outweigh the short successful
     ones and push down whatever they did); samples with A = 0 add nothing and are skipped.
     ``logprob_change_mean``: how much the step moved the log-probability of the sampled answers (the
-    first minibatch), a gauge of the step size."""
+    first minibatch), a gauge of the step size. ``autocast``: the dtype of the matrix products
+    (`precision`), as the policy sampled with."""
     if normalize not in ("episode", "sample"):
         raise ValueError(f"normalize must be 'episode' or 'sample', not {normalize!r}")
     model.train()
@@ -324,13 +333,15 @@ def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
     loss_sum = 0.0
     diffs: list[float] = []
     first: torch.Tensor | None = None
+    device = next(model.parameters()).device
     for i in range(0, len(work), minibatch):
         chunk = work[i:i + minibatch]
-        lp = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature) for s, _ in chunk],
-                               capture)
+        with precision(device, autocast):
+            lp = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature)
+                                                      for s, _ in chunk], capture)
         if first is None:
             first = lp.detach()
-        a = torch.tensor([x for _, x in chunk], dtype=lp.dtype)
+        a = torch.tensor([x for _, x in chunk], dtype=lp.dtype, device=lp.device)
         loss = -(a * lp).sum()
         loss.backward()
         loss_sum += float(loss.detach())
@@ -341,7 +352,7 @@ def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
     change = 0.0
     if work:
         optimizer.step()
-        with torch.no_grad():
+        with torch.no_grad(), precision(device, autocast):
             chunk = work[:minibatch]
             after = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature)
                                                          for s, _ in chunk], capture)
@@ -444,14 +455,20 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         _seed_everything(cfg.seed)
+        if cfg.dtype not in DTYPES:
+            raise ValueError(f"training.dtype must be one of {DTYPES}, not {cfg.dtype!r}")
+        self.device = pick_device(cfg.device)
         if model is None:
             model, tokenizer = load_model(cfg.model)
-        self.model, self.tok = model, tokenizer
+        self.model, self.tok = model.to(self.device), tokenizer
         self.trained_names = trainable_parameters(self.model, cfg.trainable_layers)
+        self.autocast = torch.bfloat16 if cfg.dtype == "bfloat16" else None
+        if self.autocast is not None:
+            mixed_precision(self.model, self.autocast)
         self.optimizer = torch.optim.Adam([p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr)
         # The update runs only the trained layers, over the hidden states the server kept while serving.
         self.capture = HiddenCapture(self.model, self.model.config.num_hidden_layers - cfg.trainable_layers)
-        self.policy = Policy(self.model, self.tok, capture=self.capture)
+        self.policy = Policy(self.model, self.tok, capture=self.capture, autocast=self.autocast)
         self.iteration = 0
         self.history: list[dict] = []
         self.server_ms = 0.0
@@ -469,7 +486,8 @@ class Trainer:
         state = {"iteration": self.iteration, "trained": trained_state(self.model),
                  "optimizer": self.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                  "python_rng": random.getstate(), "numpy_rng": np.random.get_state(),
-                 "history": self.history, "curve": self.curve, "elapsed": self.elapsed, "config": asdict(self.cfg)}
+                 "history": self.history, "curve": self.curve, "elapsed": self.elapsed, "config": asdict(self.cfg),
+                 "device": str(self.device)}
         tmp = self.checkpoint_path.with_suffix(".tmp")
         torch.save(state, tmp)
         os.replace(tmp, self.checkpoint_path)
@@ -557,7 +575,8 @@ class Trainer:
         samples, episodes = load_trajectories(traj, self.tok)
         t1 = time.perf_counter()
         stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples, self.cfg.baseline),
-                               self.cfg.minibatch, self.cfg.max_grad_norm, self.capture, self.cfg.normalize)
+                               self.cfg.minibatch, self.cfg.max_grad_norm, self.capture, self.cfg.normalize,
+                               self.autocast)
         self.capture.clear()
         t2 = time.perf_counter()
         self.elapsed += t2 - t0
@@ -608,8 +627,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, help="the training seed (replaces training.seed of the YAML): it salts "
                     "every rollout's sampling, so each seed is an independent training run")
     ap.add_argument("--resume", action="store_true", help="continue from <out-dir>/checkpoint.pt")
+    ap.add_argument("--device", help="replaces training.device: cpu, cuda, cuda:N or auto")
+    ap.add_argument("--dtype", choices=DTYPES, help="replaces training.dtype")
     args = ap.parse_args(argv)
-    cfg = Config.from_yaml(args.config)
+    try:
+        cfg = Config.from_yaml(args.config)
+        cfg = dataclasses.replace(cfg, device=args.device or cfg.device, dtype=args.dtype or cfg.dtype)
+        pick_device(cfg.device)   # a GPU that is not there: said before the model loads
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
     name = cfg.name
     if args.seed is not None:
         cfg = dataclasses.replace(cfg, seed=args.seed)
