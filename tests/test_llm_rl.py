@@ -647,3 +647,74 @@ def test_training_and_serving_on_a_gpu_match_the_cpu(tiny, tmp_path):
     for seed in range(6):
         x, y = (p.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=seed) for p in served)
         assert x.text == y.text and x.token_logprobs == pytest.approx(y.token_logprobs, abs=1e-3)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The update: PPO-clipped epochs, the KL penalty to the base model, imitation of successes
+
+
+def _rewarded_logprob_after(tiny, **update) -> tuple[float, dict]:
+    """log pi('Turn left') - its value before, after one update with 'Turn left' rewarded over 'Toggle'."""
+    model, tok = _load(tiny)
+    T.trainable_parameters(model, 1)
+    reference = M.trained_state(model)
+    opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=3e-2)
+    samples = _samples(tok, {"Turn left": 1.0, "Toggle": 0.0})
+    batch = [(s.prompt, s.completion, s.choices, 1.0) for s in samples]
+    with torch.no_grad():
+        before = M.sequence_logprobs(model, tok, batch)
+    stats = T.reinforce_step(model, tok, opt, samples, T.advantages(samples), minibatch=4, max_grad_norm=1e9,
+                             reference=reference, **update)
+    with torch.no_grad():
+        after = M.sequence_logprobs(model, tok, batch)
+    return float(after[0] - before[0]), stats
+
+
+def test_ppo_epochs_move_further_than_one_step_and_the_clip_holds_them_back(tiny):
+    one, s1 = _rewarded_logprob_after(tiny)
+    free, _ = _rewarded_logprob_after(tiny, epochs=8, clip=1e6)
+    clipped, s8 = _rewarded_logprob_after(tiny, epochs=8, clip=0.05)
+    assert 0 < one < clipped < free
+    assert s8["clip_fraction"] > 0 and s1["clip_fraction"] == 0
+    assert s1["kl_to_reference"] > 0   # the drift gauge is kept even without the penalty
+
+
+def test_the_kl_penalty_keeps_the_policy_near_the_base_model(tiny):
+    free, s_free = _rewarded_logprob_after(tiny, epochs=6)
+    held, s_held = _rewarded_logprob_after(tiny, epochs=6, kl=50.0)
+    assert 0 < held < free
+    assert s_held["kl_to_reference"] < s_free["kl_to_reference"]
+    model, tok = _load(tiny)
+    with pytest.raises(ValueError, match="reference"):
+        T.reinforce_step(model, tok, torch.optim.Adam(model.parameters()), [], [], 4, 1.0, kl=0.1)
+
+
+def test_imitating_successes_pushes_no_answer_down():
+    mk = lambda seed, run, r: T.Sample("t", seed, run, [1], [2], None, 1.0, None, r)  # noqa: E731
+    assert T.advantages([mk(1, 0, 0.7), mk(1, 1, 0.0), mk(2, 0, 0.2)], "success") == [1.0, 0.0, 1.0]
+
+
+def test_bad_update_settings_are_refused_before_anything_runs(tiny, tmp_path):
+    for bad in ({"epochs": 0}, {"clip": 0.0}, {"kl": -1.0}, {"baseline": "median"}, {"dtype": "float16"}):
+        cfg = T.Config(**{**_cfg(tiny).__dict__, **bad})
+        with pytest.raises(ValueError, match="training"):
+            cfg.check()
+        with pytest.raises(ValueError, match="training"):
+            T.Trainer(cfg, tmp_path / "x", rollout=_fake_rollout)   # before the model loads
+
+
+def test_ppo_with_a_kl_penalty_resumes_exactly(tiny, tmp_path):
+    def trainer(out):
+        model, tok = _load(tiny)
+        cfg = T.Config(**{**_cfg(tiny).__dict__, "epochs": 3, "kl": 0.5, "lr": 1e-2})
+        return T.Trainer(cfg, out, rollout=_fake_rollout, model=model, tokenizer=tok)
+
+    full = trainer(tmp_path / "full")
+    full.run()
+    part = trainer(tmp_path / "part")
+    part.run(stop_after=1)
+    resumed = trainer(tmp_path / "part")   # its KL anchor is the base model again, not the checkpoint
+    resumed.run(resume=True)
+    a, b = M.trained_state(full.model), M.trained_state(resumed.model)
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert full.history[-1]["kl_to_reference"] == resumed.history[-1]["kl_to_reference"] > 0

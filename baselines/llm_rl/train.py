@@ -1,4 +1,4 @@
-"""REINFORCE with a group baseline (GRPO-style advantages, no clipping: one on-policy step per batch)
+"""REINFORCE with a group baseline (GRPO-style advantages; one on-policy step per batch, or PPO-clipped epochs)
 for the LLM agent itself, on BabyAI, from the trajectories that polar_bench's LLM proxy records.
 
     python -m baselines.llm_rl.train --config baselines/llm_rl/experiments/gotoredball.yaml
@@ -14,8 +14,10 @@ One iteration:
   3. read the trajectory lines: (prompt ids, completion ids, guided choices, temperature) per LLM
      call, and the episode's return from the last line;
   4. advantage of an episode = (return - mean of its group) / (std of its group + eps), a group being
-     the runs of one (task, seed); every call of the episode gets it; loss = -mean(A * log pi(completion));
-     one Adam step on the last ``trainable_layers`` decoder layers (the rest stays frozen);
+     the runs of one (task, seed) (or 1 for a successful episode, ``baseline: success``); every call of the
+     episode gets it; loss = -mean(A * log pi(completion)); one Adam step on the last ``trainable_layers``
+     decoder layers (the rest stays frozen), or ``epochs`` steps on PPO's clipped objective, optionally
+     with a KL penalty to the base model (``kl``);
   5. checkpoint (trained layers, optimizer, RNG states, iteration, history) so --resume continues exactly;
   6. log mean return, success rate, loss, tokens, env steps and wall time to TensorBoard and metrics.csv.
 """
@@ -23,6 +25,7 @@ One iteration:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import dataclasses
 import json
@@ -34,7 +37,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,13 +102,17 @@ class Config:
     model: str = "smollm2"
     tasks: list[TaskSpec] = field(default_factory=list)
     group_size: int = 2          # runs per (task, seed): the group of the baseline
-    baseline: str = "group"      # "group": mean/std over the runs of a (task, seed); "batch": over the task's batch
+    baseline: str = "group"      # "group": mean/std over the runs of a (task, seed); "batch": over the task's batch;
+                                 # "success": imitate the successful episodes (rejection-sampling fine-tuning)
     normalize: str = "episode"   # "episode": each episode weighs the same; "sample": each LLM call does
     iterations: int = 4
     lr: float = 1e-4
     trainable_layers: int = 2
     minibatch: int = 16          # samples per forward/backward (gradient accumulation)
     max_grad_norm: float = 1.0
+    epochs: int = 1              # optimizer steps per batch (above 1: PPO's clipped ratio keeps them close)
+    clip: float = 0.2            # PPO's ratio clip (epochs > 1 or kl > 0)
+    kl: float = 0.0              # weight of the KL penalty to the base model's trained layers (0: none)
     seed: int = 0
     threads: int = 0
     workers: int = 1
@@ -133,7 +140,19 @@ class Config:
                   validation=ValidationConfig.from_mapping(raw.get("validation")), **train)
         cfg.model = raw.get("agent", {}).get("model", cfg.model)
         cfg.eval_suite = raw.get("evaluation", {}).get("suite", cfg.eval_suite)
+        cfg.check()
         return cfg
+
+    def check(self) -> None:
+        """The update's settings, refused before any model loads or rollout plays."""
+        if self.baseline not in ("group", "batch", "success"):
+            raise ValueError(f"training.baseline must be group, batch or success, not {self.baseline!r}")
+        if self.normalize not in ("episode", "sample"):
+            raise ValueError(f"training.normalize must be episode or sample, not {self.normalize!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"training.dtype must be one of {DTYPES}, not {self.dtype!r}")
+        if self.epochs < 1 or self.clip <= 0 or self.kl < 0 or self.group_size < 1 or self.iterations < 0:
+            raise ValueError("training needs epochs >= 1, clip > 0, kl >= 0, group_size >= 1 and iterations >= 0")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -292,9 +311,13 @@ def load_trajectories(folder: str | Path, tokenizer: Any) -> tuple[list[Sample],
 def advantages(samples: list[Sample], baseline: str = "group", eps: float = 1e-6) -> list[float]:
     """Per sample: its episode's return minus the mean over its group (``group``: same task and seed,
     the runs; ``batch``: all episodes of the task in the batch), divided by the group's std (when > 0,
-    else no signal). Groups of one fall back to the task's batch."""
-    if baseline not in ("group", "batch"):
-        raise ValueError(f"baseline must be 'group' or 'batch', not {baseline!r}")
+    else no signal). Groups of one fall back to the task's batch. ``success``: 1 for the calls of an
+    episode that reached the goal (return > 0), else 0: the update then imitates the policy's own
+    successes (rejection-sampling fine-tuning, expert iteration) and never pushes an answer down."""
+    if baseline not in ("group", "batch", "success"):
+        raise ValueError(f"baseline must be 'group', 'batch' or 'success', not {baseline!r}")
+    if baseline == "success":
+        return [1.0 if s.ret > 0 else 0.0 for s in samples]
     ep_ret: dict[tuple[str, int, int], float] = {(s.task, s.seed, s.run): s.ret for s in samples}
     groups: dict[tuple[str, int], list[float]] = defaultdict(list)
     by_task: dict[str, list[float]] = defaultdict(list)
@@ -309,58 +332,114 @@ def advantages(samples: list[Sample], baseline: str = "group", eps: float = 1e-6
     return out
 
 
-def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
-                   adv: list[float], minibatch: int, max_grad_norm: float,
-                   capture: HiddenCapture | None = None, normalize: str = "episode",
-                   autocast: torch.dtype | None = None) -> dict[str, float]:
-    """One optimizer step on -sum(w * A * log pi(completion | prompt)). ``normalize``: ``episode``,
-    w = 1 / (episodes x the episode's calls), so that every episode weighs the same whatever its
-    length (with ``sample``, w = 1 / samples, the long failed episodes outweigh the short successful
-    ones and push down whatever they did); samples with A = 0 add nothing and are skipped.
-    ``logprob_change_mean``: how much the step moved the log-probability of the sampled answers (the
-    first minibatch), a gauge of the step size. ``autocast``: the dtype of the matrix products
-    (`precision`), as the policy sampled with."""
+def _episode_weights(samples: list[Sample], normalize: str) -> list[float]:
     if normalize not in ("episode", "sample"):
         raise ValueError(f"normalize must be 'episode' or 'sample', not {normalize!r}")
-    model.train()
-    optimizer.zero_grad(set_to_none=True)
+    if normalize == "sample":
+        return [1.0 / len(samples)] * len(samples)
     lengths: dict[tuple[str, int, int], int] = defaultdict(int)
     for s in samples:
         lengths[(s.task, s.seed, s.run)] += 1
-    weight = [1.0 / (len(lengths) * lengths[(s.task, s.seed, s.run)]) if normalize == "episode" else 1.0 / len(samples)
-              for s in samples]
-    work = [(s, a * w) for s, a, w in zip(samples, adv, weight, strict=True) if a != 0.0]
-    loss_sum = 0.0
-    diffs: list[float] = []
-    first: torch.Tensor | None = None
+    return [1.0 / (len(lengths) * lengths[(s.task, s.seed, s.run)]) for s in samples]
+
+
+@contextlib.contextmanager
+def _weights_of(model: Any, state: dict[str, torch.Tensor]) -> Iterator[None]:
+    """The model with ``state`` (some of its parameters, e.g. the base model's trained layers) in place
+    of its own for the duration; its own are put back after."""
+    params = dict(model.named_parameters())
+    own = {n: params[n].detach().clone() for n in state}
+    with torch.no_grad():
+        for n, t in state.items():
+            params[n].copy_(t)
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for n, t in own.items():
+                params[n].copy_(t)
+
+
+def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
+                   adv: list[float], minibatch: int, max_grad_norm: float,
+                   capture: HiddenCapture | None = None, normalize: str = "episode",
+                   autocast: torch.dtype | None = None, *, epochs: int = 1, clip: float = 0.2, kl: float = 0.0,
+                   reference: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
+    """``epochs`` optimizer steps on the batch. With one epoch and ``kl`` 0: one step on
+    -sum(w * A * log pi(completion | prompt)), plain REINFORCE. Otherwise each step minimises PPO's
+    clipped objective, -sum(w * min(r A, clip(r, 1 - clip, 1 + clip) A)) with r = pi / pi_old (pi_old:
+    the policy before the update, which sampled the batch; r = 1 at the first step, which is then the
+    REINFORCE step), plus ``kl`` x sum(w * KL) to the ``reference`` weights (the base model's trained
+    layers), KL estimated on the sampled answers as exp(d) - d - 1 with d = log pi_ref - log pi.
+
+    ``normalize``: ``episode``, w = 1 / (episodes x the episode's calls), so that every episode weighs
+    the same whatever its length (with ``sample``, w = 1 / samples, the long failed episodes outweigh
+    the short successful ones and push down whatever they did); samples with A = 0 add nothing and are
+    skipped (unless ``kl`` > 0). ``logprob_change_mean``: how much the update moved the log-probability
+    of the sampled answers (the first minibatch), a gauge of the step size; ``kl_to_reference``: the KL
+    estimate after the update on that minibatch (with ``reference``). ``autocast``: the dtype of the
+    matrix products (`precision`), as the policy sampled with."""
+    if epochs < 1 or clip <= 0 or kl < 0:
+        raise ValueError(f"need epochs >= 1, clip > 0 and kl >= 0 (got {epochs}, {clip}, {kl})")
+    if kl > 0 and reference is None:
+        raise ValueError("kl > 0 needs the reference weights")
+    weight = _episode_weights(samples, normalize)
+    work = [(s, a * w, w) for s, a, w in zip(samples, adv, weight, strict=True) if a != 0.0 or kl > 0]
     device = next(model.parameters()).device
-    for i in range(0, len(work), minibatch):
-        chunk = work[i:i + minibatch]
+    chunks = [work[i:i + minibatch] for i in range(0, len(work), minibatch)]
+
+    def logp(chunk: list[tuple[Sample, float, float]]) -> torch.Tensor:
         with precision(device, autocast):
-            lp = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature)
-                                                      for s, _ in chunk], capture)
-        if first is None:
-            first = lp.detach()
-        a = torch.tensor([x for _, x in chunk], dtype=lp.dtype, device=lp.device)
-        loss = -(a * lp).sum()
-        loss.backward()
-        loss_sum += float(loss.detach())
-        diffs += [abs(float(v) - s.logprob) for v, (s, _) in zip(lp.detach(), chunk, strict=True)
-                  if s.logprob is not None]
-    params = [p for p in model.parameters() if p.requires_grad]
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm)) if work else 0.0
-    change = 0.0
-    if work:
+            return sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature)
+                                                        for s, _, _ in chunk], capture)
+
+    def column(chunk: list[tuple[Sample, float, float]], k: int, like: torch.Tensor) -> torch.Tensor:
+        return torch.tensor([x[k] for x in chunk], dtype=like.dtype, device=like.device)
+
+    ref: list[torch.Tensor] = []
+    if reference is not None and chunks:
+        with torch.no_grad(), _weights_of(model, reference):
+            ref = [logp(c) for c in (chunks if kl > 0 else chunks[:1])]
+    model.train()
+    loss_sum, grad_norm, clipped = 0.0, 0.0, 0
+    diffs: list[float] = []
+    old: list[torch.Tensor] = []
+    for epoch in range(epochs if work else 0):
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum, clipped = 0.0, 0
+        for k, chunk in enumerate(chunks):
+            lp = logp(chunk)
+            a = column(chunk, 1, lp)
+            if epoch == 0:
+                old.append(lp.detach())
+                diffs += [abs(float(v) - s.logprob) for v, (s, _, _) in zip(lp.detach(), chunk, strict=True)
+                          if s.logprob is not None]
+            if epochs == 1 and kl == 0:
+                loss = -(a * lp).sum()
+            else:
+                ratio = torch.exp(lp - old[k])
+                loss = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).sum()
+                clipped += int(((ratio.detach() - 1).abs() > clip).sum())
+                if kl > 0:
+                    d = ref[k] - lp
+                    loss = loss + kl * (column(chunk, 2, lp) * (torch.exp(d) - d - 1)).sum()
+            loss.backward()
+            loss_sum += float(loss.detach())
+        params = [p for p in model.parameters() if p.requires_grad]
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
         optimizer.step()
-        with torch.no_grad(), precision(device, autocast):
-            chunk = work[:minibatch]
-            after = sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature)
-                                                         for s, _ in chunk], capture)
-        assert first is not None
-        change = float((after - first).mean())
+    change = drift = 0.0
+    if work:
+        with torch.no_grad():
+            after = logp(chunks[0])
+        change = float((after - old[0]).mean())
+        if ref:
+            d = ref[0] - after
+            drift = float((torch.exp(d) - d - 1).mean())
     model.eval()
     return {"loss": loss_sum, "grad_norm": grad_norm, "samples_with_signal": float(len(work)),
-            "logprob_mismatch_max": max(diffs) if diffs else 0.0, "logprob_change_mean": change}
+            "logprob_mismatch_max": max(diffs) if diffs else 0.0, "logprob_change_mean": change,
+            "clip_fraction": clipped / len(work) if work else 0.0, "kl_to_reference": drift}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -446,6 +525,7 @@ class Trainer:
     def __init__(self, cfg: Config, out_dir: str | Path, *, rollout: Rollout = evaluate_rollout,
                  model: Any = None, tokenizer: Any = None, planner: Planner | None = None,
                  validator: Rollout = evaluate_validation) -> None:
+        cfg.check()
         self.cfg = cfg
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
@@ -455,8 +535,6 @@ class Trainer:
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
         _seed_everything(cfg.seed)
-        if cfg.dtype not in DTYPES:
-            raise ValueError(f"training.dtype must be one of {DTYPES}, not {cfg.dtype!r}")
         self.device = pick_device(cfg.device)
         if model is None:
             model, tokenizer = load_model(cfg.model)
@@ -466,6 +544,7 @@ class Trainer:
         if self.autocast is not None:
             mixed_precision(self.model, self.autocast)
         self.optimizer = torch.optim.Adam([p for p in self.model.parameters() if p.requires_grad], lr=cfg.lr)
+        self.reference = trained_state(self.model)  # the base model's trained layers: the KL penalty's anchor
         # The update runs only the trained layers, over the hidden states the server kept while serving.
         self.capture = HiddenCapture(self.model, self.model.config.num_hidden_layers - cfg.trainable_layers)
         self.policy = Policy(self.model, self.tok, capture=self.capture, autocast=self.autocast)
@@ -576,7 +655,8 @@ class Trainer:
         t1 = time.perf_counter()
         stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples, self.cfg.baseline),
                                self.cfg.minibatch, self.cfg.max_grad_norm, self.capture, self.cfg.normalize,
-                               self.autocast)
+                               self.autocast, epochs=self.cfg.epochs, clip=self.cfg.clip, kl=self.cfg.kl,
+                               reference=self.reference)
         self.capture.clear()
         t2 = time.perf_counter()
         self.elapsed += t2 - t0
