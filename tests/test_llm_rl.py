@@ -718,3 +718,46 @@ def test_ppo_with_a_kl_penalty_resumes_exactly(tiny, tmp_path):
     a, b = M.trained_state(full.model), M.trained_state(resumed.model)
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert full.history[-1]["kl_to_reference"] == resumed.history[-1]["kl_to_reference"] > 0
+
+
+def test_the_server_serves_the_pinned_weights_fetched_from_the_store(tiny, tmp_path, monkeypatch):
+    import hashlib
+
+    from baselines.llm_rl.server import load_policies, pinned_weights
+    from polar_bench.artifacts import ArtifactError, ArtifactStore
+
+    monkeypatch.delenv("POLAR_BENCH_ARTIFACT_STORE", raising=False)
+    model, tok = _load(tiny)
+    T.trainable_parameters(model, 1)
+    folder = tmp_path / "entry"
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "agent.py").write_text("class Agent: pass\n")
+    rows = []
+    for run in range(2):
+        with torch.no_grad():
+            next(p for p in model.parameters() if p.requires_grad).add_(0.5)   # two different instances
+        path = folder / "checkpoints" / f"run{run}.pt"
+        torch.save({"trained": M.trained_state(model)}, path)
+        rows.append({"path": f"checkpoints/run{run}.pt", "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+                     "run": run})
+    (folder / "artifacts.json").write_text(json.dumps({"format": 1, "artifacts": rows}))
+    store = tmp_path / "store"
+    paths = pinned_weights(folder / "agent.py", str(store))
+    assert paths == [str(folder / "checkpoints" / f"run{r}.pt") for r in range(2)]
+    for p in paths:
+        ArtifactStore(store).put(Path(p), hashlib.sha256(Path(p).read_bytes()).hexdigest())
+    Path(paths[1]).unlink()
+    assert pinned_weights(folder / "agent.py", str(store)) == paths   # fetched back by its SHA-256
+    served = load_policies(tiny, paths)
+    ids = M.prompt_ids(tok, prompt(VIEW, MENU))
+    lps = [p.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=0).token_logprobs for p in served]
+    assert lps[0] != lps[1]   # run R answers with checkpoint R
+    Path(paths[1]).write_bytes(b"other weights")
+    with pytest.raises(ArtifactError, match="differs from the manifest"):
+        pinned_weights(folder / "agent.py", str(store))
+    Path(paths[1]).unlink()
+    with pytest.raises(ArtifactError, match="is missing"):
+        pinned_weights(folder / "agent.py", "none")
+    (folder / "artifacts.json").unlink()
+    with pytest.raises(ValueError, match="pins no weights"):
+        pinned_weights(folder / "agent.py", "none")

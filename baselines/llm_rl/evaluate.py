@@ -23,7 +23,9 @@ from pathlib import Path
 
 import torch
 
-from .server import DTYPES, load_policies, serve_in_thread
+from polar_bench.errors import UserError
+
+from .server import DTYPES, load_policies, pinned_weights, serve_in_thread
 from .train import ROOT, evaluate_command
 
 
@@ -37,6 +39,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--weights", nargs="+", default=[], help="checkpoints of baselines.llm_rl.train, one per run "
                     "(independently trained instances: run R plays weights[R]); default: the base model")
+    ap.add_argument("--pinned", metavar="AGENT", help="the checkpoints AGENT's artifacts manifest pins, one per "
+                    "run (checked by SHA-256, fetched from the artifact store when missing)")
+    ap.add_argument("--artifact-store", help="where --pinned fetches missing checkpoints (docs/artifacts.md)")
     ap.add_argument("--instances", type=int, default=1, help="copies of the base model (no --weights), one per "
                     "run, so that workers playing different runs do not queue behind one model")
     ap.add_argument("--replicas", type=int, default=1, help="identical copies of each served model, so that "
@@ -49,9 +54,13 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     try:
+        if args.pinned:
+            if args.weights:
+                raise ValueError("give --weights or --pinned, not both")
+            args.weights = pinned_weights(args.pinned, args.artifact_store)
         policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype,
                                  replicas=args.replicas, device=args.device)
-    except ValueError as exc:
+    except (ValueError, UserError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     name = "smollm2-135m-rl" if args.weights else "smollm2-135m-base"

@@ -3,6 +3,7 @@
 
     python -m baselines.llm_rl.server --model smollm2 --port 8080                       # base weights
     python -m baselines.llm_rl.server --model smollm2 --weights runs/llm_rl/NAME/checkpoint.pt --port 8080
+    python -m baselines.llm_rl.server --pinned baselines/llm_rl/agent.py --port 8080  # a leaderboard entry's weights
 
 Requests honour ``temperature`` (0: greedy), ``seed`` and ``max_tokens``; ``guided_choice`` (a list of
 strings, as vLLM's extra field) restricts the answer to one of them, sampled token by token under a
@@ -26,8 +27,10 @@ import time
 import uuid
 from collections.abc import Sequence
 from http.server import ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+from polar_bench.errors import UserError
 from polar_bench.llm.proxy import JSONHandler, QuietHTTPServer
 
 from .model import DTYPES, Policy, Sampled, load_model, load_trained_state, pick_device, prompt_ids
@@ -120,6 +123,23 @@ def pick_policy(policies: Sequence[Served], body: dict) -> Served:
     return policies[int(m.group(1))]
 
 
+def pinned_weights(agent: str | Path, store: str | None = None) -> list[str]:
+    """The checkpoints that the artifacts manifest of ``agent`` (an agent file of this folder) pins, one
+    per run in run order, each checked by its SHA-256 and fetched from the artifact store when missing
+    (``store``, else polar_bench's setting: docs/artifacts.md); nothing is retrained. So the server
+    answers with the very weights a leaderboard entry was made with."""
+    from polar_bench.artifacts import ensure_artifacts, load_manifest
+
+    manifest = load_manifest(agent)
+    if manifest is None:
+        raise ValueError(f"{agent} has no artifacts manifest beside it: it pins no weights (use --weights)")
+    ensure_artifacts(agent, rebuild=False, store=store, log=lambda line: print(line, file=sys.stderr))
+    runs = sorted((a.run, str(manifest.file(a))) for a in manifest.artifacts if a.run is not None)
+    if not runs or [r for r, _ in runs] != list(range(len(runs))):
+        raise ValueError(f"the manifest of {agent} must pin one checkpoint per run 0, 1, ..., each with its 'run'")
+    return [path for _, path in runs]
+
+
 def load_policies(model_spec: str, weights: list[str], *, instances: int = 1, dtype: str = "float32",
                   salt: int = 0, replicas: int = 1, device: str = "cpu") -> list[Served]:
     """Policies to serve: the base model (``instances`` copies, so that runs served in parallel do not
@@ -202,6 +222,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--model", default="smollm2", help="'smollm2', a .gguf file or a save_pretrained folder")
     ap.add_argument("--weights", nargs="+", default=[], help="checkpoints of baselines.llm_rl.train (their trained "
                     "layers); several: one per run, picked by the requested model's -run<R> suffix")
+    ap.add_argument("--pinned", metavar="AGENT", help="serve the checkpoints that AGENT's artifacts manifest "
+                    "pins (one per run), checked by SHA-256 and fetched from the artifact store when missing")
+    ap.add_argument("--artifact-store", help="where --pinned fetches missing checkpoints (docs/artifacts.md)")
     ap.add_argument("--instances", type=int, default=1, help="copies of the base model (no --weights) "
                     "answering in parallel, picked like several --weights")
     ap.add_argument("--replicas", type=int, default=1, help="identical copies of each served model, answering "
@@ -218,13 +241,17 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    name = args.name or ("smollm2-135m-rl" if args.weights else "smollm2-135m-base")
     try:
+        if args.pinned:
+            if args.weights:
+                raise ValueError("give --weights or --pinned, not both")
+            args.weights = pinned_weights(args.pinned, args.artifact_store)
         policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype,
                                  salt=args.salt, replicas=args.replicas, device=args.device)
-    except ValueError as exc:
+    except (ValueError, UserError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    name = args.name or ("smollm2-135m-rl" if args.weights else "smollm2-135m-base")
     server, stats = make_server(policies, port=args.port, model_name=name)
 
     def _stop(signum: int, frame: Any) -> None:
