@@ -761,3 +761,26 @@ def test_the_server_serves_the_pinned_weights_fetched_from_the_store(tiny, tmp_p
     (folder / "artifacts.json").unlink()
     with pytest.raises(ValueError, match="pins no weights"):
         pinned_weights(folder / "agent.py", "none")
+
+
+def test_pinning_keeps_only_what_serving_needs_and_gives_the_same_bytes_again(tiny, tmp_path, monkeypatch):
+    from baselines.llm_rl.pin import pin
+    from baselines.llm_rl.server import pinned_weights
+
+    monkeypatch.delenv("POLAR_BENCH_ARTIFACT_STORE", raising=False)
+    model, tok = _load(tiny)
+    T.trainable_parameters(model, 1)
+    ckpt = tmp_path / "checkpoint.pt"
+    torch.save({"trained": M.trained_state(model), "optimizer": {"state": {}}, "elapsed": 12.5, "iteration": 5,
+                "config": {"name": "t"}}, ckpt)
+    folder = tmp_path / "entry"
+    folder.mkdir()
+    (folder / "agent.py").write_text("class Agent: pass\n")
+    rows = pin([str(ckpt)], "t", folder / "artifacts.json")
+    torch.save({"trained": M.trained_state(model), "elapsed": 99.0, "iteration": 5, "config": {"name": "t"}}, ckpt)
+    again = pin([str(ckpt)], "t", folder / "artifacts.json")   # other wall times, same weights: same bytes
+    assert [r["sha256"] for r in rows] == [r["sha256"] for r in again]
+    assert len(json.loads((folder / "artifacts.json").read_text())["artifacts"]) == 1   # replaced, not added
+    state = torch.load(folder / rows[0]["path"], weights_only=False)
+    assert set(state) == {"trained", "iteration", "config"}
+    assert pinned_weights(folder / "agent.py", "none") == [str(folder / "checkpoints" / "t-run0.pt")]
