@@ -111,3 +111,12 @@ def test_scripts_written_against_the_json_records_still_read_them():
     with pytest.raises(KeyError):
         first["no such key"]
     assert results.data["agent"]["info"] == results.agent_info and results.data == results.to_json()
+    failed = Episode.failed("t", 0, 1, 9, "env_error", "the harness crashed")
+    extra = Episode.from_json({**results.data["episodes"][0], "plan": ["left"]})
+    for episode in (*results.episodes[:50], failed, extra):   # each key reads as the record holds it
+        rec = episode.to_json()
+        assert {k: episode[k] for k in rec} == rec and {k: episode.get(k) for k in rec} == rec
+        for absent in {"index", "digest", "llm", "attempts", "harness", "plan"} - set(rec):
+            assert episode.get(absent, "none") == "none"
+            with pytest.raises(KeyError):
+                episode[absent]

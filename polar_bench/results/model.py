@@ -59,6 +59,12 @@ def _number(rec: Mapping[str, Any], key: str, where: str) -> float | None:
     return value
 
 
+# An episode record's fields other than return and status: written always, or only when set (index first).
+_ALWAYS_WRITTEN = ("task", "run", "seed", "length", "error")
+_WRITTEN_WHEN_SET = ("index", "wall_seconds", "agent_seconds", "clipped_actions", "harness", "digest", "llm",
+                     "attempts")
+
+
 @dataclass(frozen=True)
 class Episode:
     """One episode record. ``ret`` is the record's ``return``; ``extra``, the agent's own keys."""
@@ -122,12 +128,24 @@ class Episode:
 
     def __getitem__(self, key: str) -> Any:
         """The record's value under its results-file key (``episode["return"]``), for scripts written
-        against the JSON records before the model existed; `KeyError` for a key the record lacks."""
-        return self.to_json()[key]
+        against the JSON records before the model existed; `KeyError` for a key the record lacks. The
+        same value as ``to_json()[key]``, read without building the record."""
+        if key in self.extra:   # last in to_json: the agent's own keys win
+            return self.extra[key]
+        if key == "return":
+            return self.ret
+        if key == "status":
+            return self.status.value
+        if key in _ALWAYS_WRITTEN or (key in _WRITTEN_WHEN_SET and getattr(self, key) is not None):
+            return getattr(self, key)
+        raise KeyError(key)
 
     def get(self, key: str, default: Any = None) -> Any:
         """Like ``dict.get`` on the record as written."""
-        return self.to_json().get(key, default)
+        try:
+            return self[key]
+        except KeyError:
+            return default
 
     def to_json(self) -> dict:
         """The record as written: the fields in `EPISODE_FIELDS` order (the optional ones only when set),
@@ -137,7 +155,7 @@ class Episode:
             rec["index"] = self.index
         rec.update({"seed": self.seed, "return": self.ret, "length": self.length, "status": self.status.value,
                     "error": self.error})
-        for key in ("wall_seconds", "agent_seconds", "clipped_actions", "harness", "digest", "llm", "attempts"):
+        for key in _WRITTEN_WHEN_SET[1:]:
             value = getattr(self, key)
             if value is not None:
                 rec[key] = value
