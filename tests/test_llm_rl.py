@@ -784,3 +784,31 @@ def test_pinning_keeps_only_what_serving_needs_and_gives_the_same_bytes_again(ti
     state = torch.load(folder / rows[0]["path"], weights_only=False)
     assert set(state) == {"trained", "iteration", "config"}
     assert pinned_weights(folder / "agent.py", "none") == [str(folder / "checkpoints" / "t-run0.pt")]
+
+
+def test_the_curves_plot_the_held_out_interval_and_count_the_compute(tmp_path):
+    pytest.importorskip("matplotlib")
+    from baselines.llm_rl import plot_curves
+
+    for seed, rates in enumerate(([0.2, 0.4, 0.5], [0.1, 0.3, 0.6])):
+        run = tmp_path / f"exp-seed{seed}"
+        run.mkdir()
+        with (run / "metrics.csv").open("w") as f:
+            f.write("iteration,return_mean,success_rate,loss,env_steps,llm_calls,llm_tokens,wall_seconds,"
+                    "success_rate:babyai/A,success_rate:babyai/B\n")
+            for i, r in enumerate(rates):
+                f.write(f"{i},{r / 2},{r},0.1,100,100,11000,{600 * (i + 1)},{r},{'' if i == 1 else r}\n")
+        if seed == 0:
+            (run / "validation.csv").write_text("iteration,val_iqm,val_iqm_low,val_iqm_high\n"
+                                                "0,0.1,0.0,0.2\n3,0.3,0.2,0.4\n")
+    out = tmp_path / "curves" / "exp"
+    sources = [tmp_path / f"exp-seed{s}" / "metrics.csv" for s in (0, 1)]
+    plot_curves.main([str(s) for s in sources] + [str(out), "--title", "t"])
+    assert out.with_suffix(".png").stat().st_size > 10_000
+    assert (out.parent / "exp-seed0.validation.csv").is_file()
+    assert not (out.parent / "exp-seed1.validation.csv").exists()
+    table = plot_curves.compute_table(plot_curves.read_runs(sources)[0])
+    assert "| exp-seed0 | 3 | 300 | 300 | 33,000 | 0.50 h |" in table
+    assert table.splitlines()[-1] == "| all | 6 | 600 | 600 | 66,000 | 1.00 h |"
+    with pytest.raises(SystemExit, match="does not exist"):
+        plot_curves.main([str(tmp_path / "nothing.csv"), str(out)])
