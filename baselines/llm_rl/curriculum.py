@@ -100,6 +100,22 @@ def allocate(weights: Mapping[str, float], episodes: int, epsilon: float = 0.0) 
     return {t: int(c) for t, c in zip(tasks, counts, strict=True)}
 
 
+def allocate_within(weights: Mapping[str, float], episodes: int, epsilon: float, sizes: Mapping[str, int]
+                    ) -> dict[str, int]:
+    """`allocate`, with no task given more episodes than its pool has seeds (``sizes``): what a full task
+    cannot take goes to the others by the same rule, so an iteration plays ``episodes`` whenever the
+    pools together hold that many (the budget stays the same for every curriculum kind)."""
+    counts = allocate(weights, episodes, epsilon)
+    while True:
+        excess = sum(max(0, n - sizes[t]) for t, n in counts.items())
+        room = {t: weights[t] for t, n in counts.items() if n < sizes[t]}
+        if not excess or not room:
+            return {t: min(n, sizes[t]) for t, n in counts.items()}
+        counts = {t: min(n, sizes[t]) for t, n in counts.items()}
+        for t, extra in allocate(room, excess, epsilon).items():
+            counts[t] += extra
+
+
 def success_rates(history: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
     """Each task's success rate in every iteration that played it, in order, from the rows' columns
     ``episodes:<task>`` and ``success_rate:<task>`` (the trainer's metrics.csv has them)."""
@@ -204,12 +220,13 @@ class Curriculum:
         if self.config.kind == "all":
             return {t: list(pool) for t, pool in self.pools.items()}
         epsilon = 0.0 if self.config.kind == "uniform" else self.config.epsilon
-        counts = allocate(self.weights(iteration, history), self.config.episodes, epsilon)
+        # a seed is played once per iteration (by every run of the group): no task gets more than its pool
+        counts = allocate_within(self.weights(iteration, history), self.config.episodes, epsilon,
+                                 {t: len(pool) for t, pool in self.pools.items()})
         rng = np.random.default_rng([self.seed, iteration, 42])
         out = {}
         for task, n in counts.items():
             pool = list(self.pools[task])
-            n = min(n, len(pool))  # a seed is played once per iteration (by every run of the group)
             if n <= 0:
                 continue
             out[task] = sorted(pool[i] for i in rng.choice(len(pool), size=n, replace=False))
