@@ -23,9 +23,7 @@ from pathlib import Path
 
 import torch
 
-from polar_bench.errors import UserError
-
-from .server import DTYPES, load_policies, pinned_weights, serve_in_thread
+from .server import DTYPES, policies_from_args, serve_in_thread
 from .train import ROOT, evaluate_command
 
 
@@ -53,16 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    try:
-        if args.pinned:
-            if args.weights:
-                raise ValueError("give --weights or --pinned, not both")
-            args.weights = pinned_weights(args.pinned, args.artifact_store)
-        policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype,
-                                 replicas=args.replicas, device=args.device)
-    except (ValueError, UserError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    policies = policies_from_args(args)
     name = "smollm2-135m-rl" if args.weights else "smollm2-135m-base"
     server, stats, url = serve_in_thread(policies, model_name=name)
     out = Path(args.out)

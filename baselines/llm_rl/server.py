@@ -169,6 +169,22 @@ def load_policies(model_spec: str, weights: list[str], *, instances: int = 1, dt
     return out
 
 
+def policies_from_args(args: argparse.Namespace, salt: int = 0) -> list[Served]:
+    """The policies a command line names (``--model``, ``--weights`` or ``--pinned``, ``--instances``,
+    ``--dtype``, ``--replicas``, ``--device``); ``args.weights`` becomes the pinned files' paths. A bad
+    choice is a one-line error and exit code 2."""
+    try:
+        if args.pinned:
+            if args.weights:
+                raise ValueError("give --weights or --pinned, not both")
+            args.weights = pinned_weights(args.pinned, args.artifact_store)
+        return load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype, salt=salt,
+                             replicas=args.replicas, device=args.device)
+    except (ValueError, UserError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+
+
 def make_server(policy: Served | Sequence[Served], host: str = "127.0.0.1", port: int = 0,
                 model_name: str = "smollm2-rl") -> tuple[ThreadingHTTPServer, Stats]:
     """An HTTP server (not yet serving: call ``serve_forever``, e.g. in a thread) and its statistics.
@@ -241,16 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    try:
-        if args.pinned:
-            if args.weights:
-                raise ValueError("give --weights or --pinned, not both")
-            args.weights = pinned_weights(args.pinned, args.artifact_store)
-        policies = load_policies(args.model, args.weights, instances=args.instances, dtype=args.dtype,
-                                 salt=args.salt, replicas=args.replicas, device=args.device)
-    except (ValueError, UserError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+    policies = policies_from_args(args, salt=args.salt)
     name = args.name or ("smollm2-135m-rl" if args.weights else "smollm2-135m-base")
     server, stats = make_server(policies, port=args.port, model_name=name)
 
