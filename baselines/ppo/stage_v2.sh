@@ -4,8 +4,9 @@
 #
 #     baselines/ppo/stage_v2.sh [TASK ...]    (default: every procgen/, nethack/ and atari/ task of v2)
 #     SWEEP=0 baselines/ppo/stage_v2.sh ...   (wait for a sweep already running instead of starting one)
+#     WORKERS=1 baselines/ppo/stage_v2.sh ... (train one run at a time, leaving a core to other work)
 #
-# One sweep trains the tasks' 5 runs each in the portable numeric mode (2 workers, niced, into
+# One sweep trains the tasks' 5 runs each in the portable numeric mode (WORKERS, default 2, niced, into
 # runs/ppo-v2-portable; runs already there are skipped; a task's runs finish together). For each task,
 # in order, once its 5 runs exist: `rebuild --adopt` takes them into portable/checkpoints/ (an already
 # pinned run must come back with its manifest's SHA-256, or the script stops), then PPO (agent_v2.py)
@@ -37,7 +38,7 @@ EOF
 if [ "${SWEEP:-1}" != 0 ]; then
     # shellcheck disable=SC2086  # one argument per task
     nice -n 10 python -m baselines.ppo.sweep $E/v1_procgen.yaml $E/v1_rest.yaml $E/v2_runs34.yaml \
-        $E/v2_atari100k.yaml --tasks $STAGED --numerics avx2-portable --workers 2 --skip-existing --by-task \
+        $E/v2_atari100k.yaml --tasks $STAGED --numerics avx2-portable --workers "${WORKERS:-2}" --skip-existing --by-task \
         --out-dir "$SWEEP_DIR" &
     SWEEP_PID=$!
 fi
