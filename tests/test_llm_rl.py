@@ -838,3 +838,44 @@ def test_the_curves_plot_the_held_out_interval_and_count_the_compute(tmp_path):
     assert table.splitlines()[-1] == "| all | 6 | 600 | 600 | 66,000 | 1.00 h |"
     with pytest.raises(SystemExit, match="does not exist"):
         plot_curves.main([str(tmp_path / "nothing.csv"), str(out)])
+
+
+def test_a_second_training_seed_takes_the_base_models_held_out_point_from_the_first(tiny, tmp_path):
+    pytest.importorskip("minigrid")
+    pytest.importorskip("openai")
+    val = T.ValidationConfig(every=1, seeds=(1001,), runs=2)
+
+    def cfg(seed, validation=val):
+        return T.Config(name="v", model=tiny, tasks=[T.TaskSpec("babyai/GoToRedBall", [1, 2], 3)], group_size=2,
+                        iterations=0, trainable_layers=1, seed=seed, validation=validation)
+
+    def boom(trainer, iteration, folder):
+        raise AssertionError("played again")
+
+    model, tok = _load(tiny)
+    first = T.Trainer(cfg(0), tmp_path / "seed0", model=model, tokenizer=tok)
+    first.run()
+    (point,) = first.curve
+    model, tok = _load(tiny)
+    second = T.Trainer(cfg(1), tmp_path / "seed1", model=model, tokenizer=tok, validator=boom,
+                       reuse_validation=(tmp_path / "seed0",))
+    second.run()
+    (taken,) = second.curve
+    assert taken["val_episodes"] == point["val_episodes"] == 2 and taken["val_iqm"] == point["val_iqm"]
+    copied = tmp_path / "seed1" / "validation" / "iter000"
+    source = tmp_path / "seed0" / "validation" / "iter000" / "results.json"
+    assert (copied / "results.json").read_bytes() == source.read_bytes()
+    assert json.loads((copied / "key.json").read_text())["reused_from"].endswith("iter000")
+    # other weights, or another held-out suite, are played, not taken
+    model, tok = _load(tiny)
+    with torch.no_grad():
+        model.model.norm.weight.add_(1.0)   # a trained parameter (the frozen ones are the model spec's)
+    moved = T.Trainer(cfg(1), tmp_path / "moved", model=model, tokenizer=tok, validator=boom,
+                      reuse_validation=(tmp_path / "seed0",))
+    with pytest.raises(AssertionError, match="played again"):
+        moved.run()
+    model, tok = _load(tiny)
+    other = T.Trainer(cfg(1, T.ValidationConfig(every=1, seeds=(1002,), runs=2)), tmp_path / "other", model=model,
+                      tokenizer=tok, validator=boom, reuse_validation=(tmp_path / "seed0",))
+    with pytest.raises(AssertionError, match="played again"):
+        other.run()

@@ -407,6 +407,16 @@ def trained_state(model: Any) -> dict[str, torch.Tensor]:
             if p.requires_grad}
 
 
+def state_digest(state: dict[str, torch.Tensor]) -> str:
+    """SHA-256 of a trained state's names, dtypes, shapes and bytes (the same weights, the same digest)."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 def load_trained_state(model: Any, state: dict[str, torch.Tensor]) -> None:
     params = dict(model.named_parameters())
     missing = [n for n in state if n not in params]

@@ -28,6 +28,7 @@ import argparse
 import contextlib
 import csv
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -57,6 +58,7 @@ from .model import (
     precision,
     prompt_ids,
     sequence_logprobs,
+    state_digest,
     trainable_parameters,
     trained_state,
 )
@@ -524,13 +526,14 @@ def evaluate_validation(trainer: Trainer, iteration: int, folder: Path) -> Path:
 class Trainer:
     def __init__(self, cfg: Config, out_dir: str | Path, *, rollout: Rollout = evaluate_rollout,
                  model: Any = None, tokenizer: Any = None, planner: Planner | None = None,
-                 validator: Rollout = evaluate_validation) -> None:
+                 validator: Rollout = evaluate_validation, reuse_validation: tuple[Path, ...] = ()) -> None:
         cfg.check()
         self.cfg = cfg
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
         self.rollout = rollout
         self.validator = validator
+        self.reuse_validation = tuple(Path(p) for p in reuse_validation)  # other runs whose points may be taken
         self.curve: list[dict] = []  # the held-out learning curve: one row per validation
         if cfg.threads:
             torch.set_num_threads(cfg.threads)
@@ -613,12 +616,20 @@ class Trainer:
         if folder.exists():
             shutil.rmtree(folder)  # a validation cut short is played again
         folder.mkdir(parents=True)
-        salt, self.policy.salt = self.policy.salt, 0  # as an evaluation: only the weights differ between points
+        key = self.validation_key()
         t0 = time.perf_counter()
-        try:
-            results = self.validator(self, it, folder)
-        finally:
-            self.policy.salt = salt
+        source = self._reusable_validation(key)
+        if source is not None:   # the same weights already played the same held-out suite: take that point
+            shutil.copy2(source / "results.json", folder / "results.json")
+            results = folder / "results.json"
+        else:
+            salt, self.policy.salt = self.policy.salt, 0  # as an evaluation: only the weights differ between points
+            try:
+                results = self.validator(self, it, folder)
+            finally:
+                self.policy.salt = salt
+        reused = str(source) if source else None
+        (folder / "key.json").write_text(json.dumps({"key": key, "reused_from": reused}) + "\n")
         row = {"iteration": it, **validation_row(results, self.cfg.validation.reps, self.cfg.seed),
                "validation_seconds": time.perf_counter() - t0}
         self.curve.append(row)
@@ -629,6 +640,29 @@ class Trainer:
             w.writerows(self.curve)
         print(json.dumps({"validation": {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}}),
               flush=True)
+
+    def validation_key(self) -> str:
+        """What a validation point depends on: the trained layers' bytes, the model they sit in, the
+        precision and device kind, the agent file and the held-out suite (its name and the training seed
+        left out: the seeds are explicit and serving uses the evaluation salt). Equal keys, equal episodes;
+        so every training seed of an experiment shares the base model's point (iteration 0)."""
+        canonical = validation_suite_toml(dataclasses.replace(self.cfg, name="", seed=0))
+        parts = {"weights": state_digest(trained_state(self.model)), "model": self.cfg.model, "dtype": self.cfg.dtype,
+                 "device": self.device.type, "agent": hashlib.sha256(AGENT.read_bytes()).hexdigest(),
+                 "suite": hashlib.sha256(canonical.encode()).hexdigest()}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def _reusable_validation(self, key: str) -> Path | None:
+        """A validation folder of a ``reuse_validation`` run with this key and a results file, if any."""
+        for run in self.reuse_validation:
+            for folder in sorted((run / "validation").glob("iter*")):
+                try:
+                    found = json.loads((folder / "key.json").read_text()).get("key")
+                except (OSError, ValueError):
+                    continue
+                if found == key and (folder / "results.json").is_file():
+                    return folder
+        return None
 
     def _per_task(self, episodes: list[Episode]) -> dict[str, float]:
         """Each task's episodes and success rate in this iteration (0 episodes: not chosen), as columns."""
@@ -709,6 +743,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true", help="continue from <out-dir>/checkpoint.pt")
     ap.add_argument("--device", help="replaces training.device: cpu, cuda, cuda:N or auto")
     ap.add_argument("--dtype", choices=DTYPES, help="replaces training.dtype")
+    ap.add_argument("--reuse-validation", nargs="+", default=[], metavar="RUN_DIR",
+                    help="other output folders of this experiment: a held-out point whose weights, precision, "
+                    "agent and validation suite are the same (the base model's, before the first update) is "
+                    "copied from there instead of played again")
     args = ap.parse_args(argv)
     try:
         cfg = Config.from_yaml(args.config)
@@ -722,7 +760,7 @@ def main(argv: list[str] | None = None) -> None:
         cfg = dataclasses.replace(cfg, seed=args.seed)
         name = f"{cfg.name}-seed{args.seed}"
     out = Path(args.out_dir or cfg.out_dir or ROOT / "runs" / "llm_rl" / name)
-    Trainer(cfg, out).run(resume=args.resume)
+    Trainer(cfg, out, reuse_validation=tuple(Path(p) for p in args.reuse_validation)).run(resume=args.resume)
 
 
 if __name__ == "__main__":
