@@ -879,3 +879,34 @@ def test_a_second_training_seed_takes_the_base_models_held_out_point_from_the_fi
                       tokenizer=tok, validator=boom, reuse_validation=(tmp_path / "seed0",))
     with pytest.raises(AssertionError, match="played again"):
         other.run()
+
+
+def test_the_probe_gives_the_servers_answer_probabilities_and_how_far_weights_moved_them(tiny, tmp_path, capsys):
+    from baselines.llm_rl import probe
+
+    model, tok = _load(tiny)
+    messages = prompt(VIEW, MENU)
+    ids = M.prompt_ids(tok, messages)
+    traj = tmp_path / "trajectories" / "babyai__GoToRedBall"
+    traj.mkdir(parents=True)
+    call = {"type": "call", "task": "babyai/GoToRedBall", "run": 0, "seed": 1, "messages": messages,
+            "params": {"temperature": 1.0, "guided_choice": MENU}, "prompt_token_ids": ids}
+    lines = [call, {**call, "prompt_token_ids": None}]
+    (traj / "run0-ep1.jsonl").write_text("".join(json.dumps(c) + "\n" for c in lines))
+    prompts = probe.recorded_prompts(tmp_path / "trajectories", 8, tok)
+    assert prompts == [(ids, MENU), (ids, MENU)]   # ids re-tokenized where the line has none
+    (probs, _) = probe.choice_probabilities(model, tok, prompts, None)
+    assert sum(probs.values()) == pytest.approx(1.0, abs=1e-5)
+    policy = M.Policy(model, tok)
+    for seed in range(12):   # what the server samples comes with the probability the probe gives it
+        out = policy.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=seed)
+        assert math.exp(sum(out.token_logprobs)) == pytest.approx(probs[out.text], rel=1e-4)
+    state = {"model.norm.weight": model.model.norm.weight.detach() * 3.0}   # sharper answers
+    torch.save({"trained": state}, tmp_path / "moved.pt")
+    probe.main([str(tmp_path / "trajectories"), "--model", tiny, "--weights", str(tmp_path / "moved.pt")])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].startswith("base") and float(lines[2].split()[-1]) == 0.0
+    assert lines[3].split()[0].endswith("moved.pt") and float(lines[3].split()[-1]) > 0.0
+    with pytest.raises(SystemExit) as exc:
+        probe.main([str(tmp_path / "nothing"), "--model", tiny])
+    assert exc.value.code == 2
