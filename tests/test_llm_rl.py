@@ -910,3 +910,34 @@ def test_the_probe_gives_the_servers_answer_probabilities_and_how_far_weights_mo
     with pytest.raises(SystemExit) as exc:
         probe.main([str(tmp_path / "nothing"), "--model", tiny])
     assert exc.value.code == 2
+
+
+def test_a_repeated_prompt_is_answered_from_the_cache_exactly_as_by_a_forward_pass(tiny):
+    model, tok = _load(tiny)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    layer = model.config.num_hidden_layers - 1
+    views = [VIEW, "Mission: go to the red ball. You face east. You see nothing.", VIEW, VIEW]
+    prompts = [M.prompt_ids(tok, prompt(v, MENU)) for v in views]
+
+    def serve(cache_size):
+        capture = M.HiddenCapture(model, layer)
+        policy = M.Policy(model, tok, capture=capture, prompt_cache=cache_size)
+        answers = [policy.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=s)
+                   for s in range(40) for ids in prompts]
+        return policy, capture, answers
+
+    cached, kept, answers = serve(32)
+    plain, kept_plain, answers_plain = serve(0)
+    assert answers == answers_plain   # the same tokens and the same log-probabilities, to the bit
+    assert len({a.text for a in answers}) >= 4 and any(a.text.startswith("Turn") for a in answers)
+    assert (cached.forwards, plain.forwards) == (2, 160)   # two distinct prompts
+    assert kept.store.keys() == kept_plain.store.keys()   # the update sees the same kept hidden states
+    assert all(torch.equal(kept.store[k], kept_plain.store[k]) for k in kept.store)
+    # new weights (an optimizer step, a loaded checkpoint) are served afresh
+    with torch.no_grad():
+        model.model.norm.weight.mul_(3.0)
+    after = [cached.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=7) for ids in prompts]
+    fresh = M.Policy(model, tok, prompt_cache=0)
+    assert after == [fresh.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=7) for ids in prompts]
+    assert cached.forwards == 4
