@@ -200,12 +200,12 @@ def test_reinforce_step_raises_the_rewarded_completion(tiny):
             return M.sequence_logprobs(model, tok, [(s.prompt, s.completion, s.choices, 1.0) for s in samples])
 
     before = logp()
-    stats = T.reinforce_step(model, tok, opt, samples, adv, minibatch=4, max_grad_norm=1.0)
+    stats = T.reinforce_step(model, tok, opt, samples, adv, T.UpdateSettings(minibatch=4, max_grad_norm=1.0))
     after = logp()
     assert stats["samples_with_signal"] == 2 and stats["logprob_change_mean"] != 0.0
     assert after[0] > before[0] and after[1] < before[1]
     with pytest.raises(ValueError):
-        T.reinforce_step(model, tok, opt, samples, adv, minibatch=4, max_grad_norm=1.0, normalize="token")
+        T.reinforce_step(model, tok, opt, samples, adv, T.UpdateSettings(minibatch=4, normalize="token"))
     frozen = dict(model.named_parameters())["model.embed_tokens.weight"]
     assert not frozen.requires_grad
 
@@ -689,8 +689,8 @@ def _rewarded_logprob_after(tiny, **update) -> tuple[float, dict]:
     batch = [(s.prompt, s.completion, s.choices, 1.0) for s in samples]
     with torch.no_grad():
         before = M.sequence_logprobs(model, tok, batch)
-    stats = T.reinforce_step(model, tok, opt, samples, T.advantages(samples), minibatch=4, max_grad_norm=1e9,
-                             reference=reference, **update)
+    stats = T.reinforce_step(model, tok, opt, samples, T.advantages(samples),
+                             T.UpdateSettings(minibatch=4, max_grad_norm=1e9, **update), reference=reference)
     with torch.no_grad():
         after = M.sequence_logprobs(model, tok, batch)
     return float(after[0] - before[0]), stats
@@ -712,7 +712,7 @@ def test_the_kl_penalty_keeps_the_policy_near_the_base_model(tiny):
     assert s_held["kl_to_reference"] < s_free["kl_to_reference"]
     model, tok = _load(tiny)
     with pytest.raises(ValueError, match="reference"):
-        T.reinforce_step(model, tok, torch.optim.Adam(model.parameters()), [], [], 4, 1.0, kl=0.1)
+        T.reinforce_step(model, tok, torch.optim.Adam(model.parameters()), [], [], T.UpdateSettings(kl=0.1))
 
 
 def test_imitating_successes_pushes_no_answer_down():
@@ -941,3 +941,32 @@ def test_a_repeated_prompt_is_answered_from_the_cache_exactly_as_by_a_forward_pa
     fresh = M.Policy(model, tok, prompt_cache=0)
     assert after == [fresh.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=7) for ids in prompts]
     assert cached.forwards == 4
+
+
+@pytest.mark.parametrize("update", [{}, {"epochs": 3, "clip": 0.1, "kl": 0.5}])
+def test_merging_duplicate_answers_gives_the_same_update_in_fewer_rows(tiny, update):
+    ids = None
+    played = [("Turn left", 1.0), ("Turn left", 0.5), ("Toggle", 0.0), ("Turn left", 0.9), ("Toggle", 0.2),
+              ("Move forward", 0.0), ("Toggle", 0.0)]
+
+    def step(merge):
+        nonlocal ids
+        model, tok = _load(tiny)
+        T.trainable_parameters(model, 1)
+        ids = M.prompt_ids(tok, prompt(VIEW, MENU))
+        trie = M.ChoiceTrie.build(tok, MENU)
+        samples = [T.Sample("babyai/GoToRedBall", 1, run, ids, trie.sequences[MENU.index(a)], MENU, 1.0, None, r)
+                   for run, (a, r) in enumerate(played)]
+        opt = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=1e-2)
+        settings = T.UpdateSettings(minibatch=2, merge_duplicates=merge, **update)
+        stats = T.reinforce_step(model, tok, opt, samples, T.advantages(samples, "batch"), settings,
+                                 reference=M.trained_state(model))
+        return M.trained_state(model), stats
+
+    (plain, s_plain), (merged, s_merged) = step(False), step(True)
+    assert (s_plain["update_rows"], s_merged["update_rows"]) == (7, 3)   # three distinct answers
+    assert s_plain["samples_with_signal"] == s_merged["samples_with_signal"] == 7
+    assert s_plain["clip_fraction"] == pytest.approx(s_merged["clip_fraction"])
+    assert s_plain["loss"] == pytest.approx(s_merged["loss"], rel=1e-4, abs=1e-7)
+    moved = [k for k in plain if not torch.equal(plain[k], M.trained_state(_load(tiny)[0])[k])]
+    assert moved and all(torch.allclose(plain[k], merged[k], rtol=1e-4, atol=1e-6) for k in plain)

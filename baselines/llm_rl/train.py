@@ -115,6 +115,7 @@ class Config:
     epochs: int = 1              # optimizer steps per batch (above 1: PPO's clipped ratio keeps them close)
     clip: float = 0.2            # PPO's ratio clip (epochs > 1 or kl > 0)
     kl: float = 0.0              # weight of the KL penalty to the base model's trained layers (0: none)
+    merge_duplicates: bool = False  # one forward/backward per distinct (prompt, answer) of the batch
     seed: int = 0
     threads: int = 0
     workers: int = 1
@@ -362,12 +363,87 @@ def _weights_of(model: Any, state: dict[str, torch.Tensor]) -> Iterator[None]:
                 params[n].copy_(t)
 
 
+@dataclass(frozen=True)
+class UpdateSettings:
+    """How one batch moves the trained layers (the YAML's ``training:`` settings of the same names)."""
+
+    minibatch: int = 16          # rows per forward/backward (gradient accumulation)
+    max_grad_norm: float = 1.0
+    normalize: str = "episode"   # each episode weighs the same ("episode") or each LLM call does ("sample")
+    epochs: int = 1              # optimizer steps per batch (above 1: PPO's clipped ratio)
+    clip: float = 0.2
+    kl: float = 0.0              # weight of the KL penalty to the reference weights
+    merge_duplicates: bool = False  # one row per distinct (prompt, answer): the same loss, fewer passes
+
+    @classmethod
+    def of(cls, cfg: Config) -> UpdateSettings:
+        return cls(**{f: getattr(cfg, f) for f in cls.__dataclass_fields__})
+
+
+@dataclass
+class _Row:
+    """One differentiated (prompt, answer): the samples it stands for, as sums of their weighted
+    advantages A x w (positive and negative apart: PPO's clip acts on each side differently) and of
+    their weights w (the KL term's)."""
+
+    sample: Sample
+    pos: float
+    neg: float
+    weight: float
+    count: int
+
+
+def _update_rows(samples: list[Sample], adv: list[float], weights: list[float], keep_zero: bool,
+                 merge: bool) -> list[_Row]:
+    """The rows of an update: a sample with advantage 0 adds nothing (kept only for the KL term); with
+    ``merge``, samples of the same prompt, answer, choices and temperature become one row (their
+    log-probabilities and sampling-time ones are the same numbers, so each term of the loss adds up)."""
+    rows: dict[Any, _Row] = {}
+    out: list[_Row] = []
+    for k, (s, a, w) in enumerate(zip(samples, adv, weights, strict=True)):
+        if a == 0.0 and not keep_zero:
+            continue
+        aw = a * w
+        key = (tuple(s.prompt), tuple(s.completion), tuple(s.choices or ()), s.temperature) if merge else k
+        row = rows.get(key)
+        if row is None:
+            rows[key] = row = _Row(s, 0.0, 0.0, 0.0, 0)
+            out.append(row)
+        if aw >= 0:
+            row.pos += aw
+        else:
+            row.neg += aw
+        row.weight += w
+        row.count += 1
+    return out
+
+
+def _loss(lp: torch.Tensor, old: torch.Tensor, ref: torch.Tensor | None, rows: list[_Row],
+          settings: UpdateSettings) -> tuple[torch.Tensor, int]:
+    """The minibatch's loss and how many samples the clip held. REINFORCE (one epoch, no KL):
+    -sum(A w log pi). Otherwise PPO's -sum(min(r A w, clip(r) A w)) with r = pi / pi_old, which is
+    A w min(r, clip(r)) for A > 0 and A w max(r, clip(r)) for A < 0, plus kl x sum(w KL)."""
+    def column(values: list[float]) -> torch.Tensor:
+        return torch.tensor(values, dtype=lp.dtype, device=lp.device)
+
+    pos, neg = column([r.pos for r in rows]), column([r.neg for r in rows])
+    if settings.epochs == 1 and settings.kl == 0:
+        return -((pos + neg) * lp).sum(), 0
+    ratio = torch.exp(lp - old)
+    held = ratio.clamp(1 - settings.clip, 1 + settings.clip)
+    loss = -(pos * torch.min(ratio, held) + neg * torch.max(ratio, held)).sum()
+    clipped = int((column([float(r.count) for r in rows]) * ((ratio.detach() - 1).abs() > settings.clip)).sum())
+    if settings.kl > 0 and ref is not None:
+        d = ref - lp
+        loss = loss + settings.kl * (column([r.weight for r in rows]) * (torch.exp(d) - d - 1)).sum()
+    return loss, clipped
+
+
 def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer, samples: list[Sample],
-                   adv: list[float], minibatch: int, max_grad_norm: float,
-                   capture: HiddenCapture | None = None, normalize: str = "episode",
-                   autocast: torch.dtype | None = None, *, epochs: int = 1, clip: float = 0.2, kl: float = 0.0,
+                   adv: list[float], settings: UpdateSettings | None = None, *,
+                   capture: HiddenCapture | None = None, autocast: torch.dtype | None = None,
                    reference: dict[str, torch.Tensor] | None = None) -> dict[str, float]:
-    """``epochs`` optimizer steps on the batch. With one epoch and ``kl`` 0: one step on
+    """``settings.epochs`` optimizer steps on the batch. With one epoch and ``kl`` 0: one step on
     -sum(w * A * log pi(completion | prompt)), plain REINFORCE. Otherwise each step minimises PPO's
     clipped objective, -sum(w * min(r A, clip(r, 1 - clip, 1 + clip) A)) with r = pi / pi_old (pi_old:
     the policy before the update, which sampled the batch; r = 1 at the first step, which is then the
@@ -377,61 +453,52 @@ def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
     ``normalize``: ``episode``, w = 1 / (episodes x the episode's calls), so that every episode weighs
     the same whatever its length (with ``sample``, w = 1 / samples, the long failed episodes outweigh
     the short successful ones and push down whatever they did); samples with A = 0 add nothing and are
-    skipped (unless ``kl`` > 0). ``logprob_change_mean``: how much the update moved the log-probability
-    of the sampled answers (the first minibatch), a gauge of the step size; ``kl_to_reference``: the KL
-    estimate after the update on that minibatch (with ``reference``). ``autocast``: the dtype of the
-    matrix products (`precision`), as the policy sampled with."""
-    if epochs < 1 or clip <= 0 or kl < 0:
-        raise ValueError(f"need epochs >= 1, clip > 0 and kl >= 0 (got {epochs}, {clip}, {kl})")
-    if kl > 0 and reference is None:
+    skipped (unless ``kl`` > 0). ``merge_duplicates``: one forward/backward per distinct (prompt, answer)
+    (`_update_rows`). ``logprob_change_mean``: how much the update moved the log-probability of the
+    sampled answers (the first minibatch's rows), a gauge of the step size; ``kl_to_reference``: the KL
+    estimate after the update on those rows (with ``reference``). ``autocast``: the dtype of the matrix
+    products (`precision`), as the policy sampled with."""
+    st = settings or UpdateSettings()
+    if st.epochs < 1 or st.clip <= 0 or st.kl < 0:
+        raise ValueError(f"need epochs >= 1, clip > 0 and kl >= 0 (got {st.epochs}, {st.clip}, {st.kl})")
+    if st.kl > 0 and reference is None:
         raise ValueError("kl > 0 needs the reference weights")
-    weight = _episode_weights(samples, normalize)
-    work = [(s, a * w, w) for s, a, w in zip(samples, adv, weight, strict=True) if a != 0.0 or kl > 0]
+    rows = _update_rows(samples, adv, _episode_weights(samples, st.normalize), st.kl > 0, st.merge_duplicates)
     device = next(model.parameters()).device
-    chunks = [work[i:i + minibatch] for i in range(0, len(work), minibatch)]
+    chunks = [rows[i:i + st.minibatch] for i in range(0, len(rows), st.minibatch)]
+    signal = sum(r.count for r in rows)
 
-    def logp(chunk: list[tuple[Sample, float, float]]) -> torch.Tensor:
+    def logp(chunk: list[_Row]) -> torch.Tensor:
         with precision(device, autocast):
-            return sequence_logprobs(model, tokenizer, [(s.prompt, s.completion, s.choices, s.temperature)
-                                                        for s, _, _ in chunk], capture)
-
-    def column(chunk: list[tuple[Sample, float, float]], k: int, like: torch.Tensor) -> torch.Tensor:
-        return torch.tensor([x[k] for x in chunk], dtype=like.dtype, device=like.device)
+            return sequence_logprobs(model, tokenizer, [(r.sample.prompt, r.sample.completion, r.sample.choices,
+                                                         r.sample.temperature) for r in chunk], capture)
 
     ref: list[torch.Tensor] = []
     if reference is not None and chunks:
         with torch.no_grad(), _weights_of(model, reference):
-            ref = [logp(c) for c in (chunks if kl > 0 else chunks[:1])]
+            ref = [logp(c) for c in (chunks if st.kl > 0 else chunks[:1])]
     model.train()
     loss_sum, grad_norm, clipped = 0.0, 0.0, 0
     diffs: list[float] = []
     old: list[torch.Tensor] = []
-    for epoch in range(epochs if work else 0):
+    for epoch in range(st.epochs if rows else 0):
         optimizer.zero_grad(set_to_none=True)
         loss_sum, clipped = 0.0, 0
         for k, chunk in enumerate(chunks):
             lp = logp(chunk)
-            a = column(chunk, 1, lp)
             if epoch == 0:
                 old.append(lp.detach())
-                diffs += [abs(float(v) - s.logprob) for v, (s, _, _) in zip(lp.detach(), chunk, strict=True)
-                          if s.logprob is not None]
-            if epochs == 1 and kl == 0:
-                loss = -(a * lp).sum()
-            else:
-                ratio = torch.exp(lp - old[k])
-                loss = -torch.min(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).sum()
-                clipped += int(((ratio.detach() - 1).abs() > clip).sum())
-                if kl > 0:
-                    d = ref[k] - lp
-                    loss = loss + kl * (column(chunk, 2, lp) * (torch.exp(d) - d - 1)).sum()
+                diffs += [abs(float(v) - r.sample.logprob) for v, r in zip(lp.detach(), chunk, strict=True)
+                          if r.sample.logprob is not None]
+            loss, held = _loss(lp, old[k], ref[k] if st.kl > 0 else None, chunk, st)
             loss.backward()
             loss_sum += float(loss.detach())
+            clipped += held
         params = [p for p in model.parameters() if p.requires_grad]
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_grad_norm))
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, st.max_grad_norm))
         optimizer.step()
     change = drift = 0.0
-    if work:
+    if rows:
         with torch.no_grad():
             after = logp(chunks[0])
         change = float((after - old[0]).mean())
@@ -439,9 +506,10 @@ def reinforce_step(model: Any, tokenizer: Any, optimizer: torch.optim.Optimizer,
             d = ref[0] - after
             drift = float((torch.exp(d) - d - 1).mean())
     model.eval()
-    return {"loss": loss_sum, "grad_norm": grad_norm, "samples_with_signal": float(len(work)),
-            "logprob_mismatch_max": max(diffs) if diffs else 0.0, "logprob_change_mean": change,
-            "clip_fraction": clipped / len(work) if work else 0.0, "kl_to_reference": drift}
+    return {"loss": loss_sum, "grad_norm": grad_norm, "samples_with_signal": float(signal),
+            "update_rows": float(len(rows)), "logprob_mismatch_max": max(diffs) if diffs else 0.0,
+            "logprob_change_mean": change, "clip_fraction": clipped / signal if signal else 0.0,
+            "kl_to_reference": drift}
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -688,8 +756,7 @@ class Trainer:
         samples, episodes = load_trajectories(traj, self.tok)
         t1 = time.perf_counter()
         stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples, self.cfg.baseline),
-                               self.cfg.minibatch, self.cfg.max_grad_norm, self.capture, self.cfg.normalize,
-                               self.autocast, epochs=self.cfg.epochs, clip=self.cfg.clip, kl=self.cfg.kl,
+                               UpdateSettings.of(self.cfg), capture=self.capture, autocast=self.autocast,
                                reference=self.reference)
         self.capture.clear()
         t2 = time.perf_counter()
@@ -728,8 +795,8 @@ def _log(writer: Any, row: dict, csv_path: Path, history: list[dict]) -> None:
             if k != "iteration" and isinstance(v, (int, float)):
                 writer.add_scalar(f"llm_rl/{k}", v, row["iteration"])
         writer.flush()
-    with csv_path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(history[0]))
+    with csv_path.open("w", newline="") as f:   # every column any row has (a resumed older run lacks newer ones)
+        w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in history for k in r)), restval="")
         w.writeheader()
         w.writerows(history)
 
