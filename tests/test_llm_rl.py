@@ -233,6 +233,15 @@ def test_update_over_kept_hidden_states_matches_the_full_model(tiny):
     assert torch.allclose(lp_full, lp_top, atol=1e-5)
     assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_full, g_top, strict=True))
     assert any(float(g.abs().sum()) > 0 for g in g_top)
+    # the answers to one prompt share a pass (a shorter sequence rides on a longer one it starts): each
+    # answer's log-probability and gradient are what it gets alone
+    assert len({tuple(s[1]) for s in samples}) > 2 and any(len(s[1]) > 2 for s in samples)
+    model.zero_grad(set_to_none=True)
+    alone = torch.stack([M.sequence_logprobs(model, tok, [s], capture)[0] for s in samples])
+    alone.sum().backward()
+    g_alone = [p.grad.clone() for p in model.parameters() if p.requires_grad]
+    assert torch.allclose(alone.detach(), lp_top, atol=1e-5)
+    assert all(torch.allclose(a, b, atol=1e-5) for a, b in zip(g_alone, g_top, strict=True))
 
 
 def test_advantages_group_by_task_and_seed():

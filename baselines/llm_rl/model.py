@@ -387,39 +387,58 @@ def sequence_logprobs(model: Any, tokenizer: Any, samples: list[tuple[list[int],
     model over a right-padded batch. With it: only the layers from ``capture.layer`` up, over the
     hidden states the server kept (or computes once), in a right-padded batch."""
     vocab = int(model.config.vocab_size)
+    tries: dict[tuple[str, ...], ChoiceTrie] = {}
+    seqs: list[list[int]] = []   # the sequences run: one per prompt and line of answers (see `_carrier`)
     plans = []
     for p, c, choices, temp in samples:
-        trie = ChoiceTrie.build(tokenizer, choices) if choices else None
+        trie = None
+        if choices:
+            trie = tries.setdefault(tuple(choices), ChoiceTrie.build(tokenizer, choices))
         scored = scored_positions(trie, c, vocab)
         last = scored[-1][0] if scored else 0
-        plans.append((p + c[:last], scored, temp))   # the positions whose outputs score some token
-    width = max(len(seq) for seq, _, _ in plans)
+        plans.append((_carrier(seqs, p + c[:last]), scored, temp))   # the positions whose outputs score a token
+    width = max(len(seq) for seq in seqs)
     device = model_device(model)
-    att = torch.zeros((len(plans), width), dtype=torch.long)
-    for i, (seq, _, _) in enumerate(plans):
+    att = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, seq in enumerate(seqs):
         att[i, :len(seq)] = 1
     att = att.to(device)
     if capture is None:
         pad = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
-        x = torch.full((len(plans), width), pad, dtype=torch.long)
-        for i, (seq, _, _) in enumerate(plans):
+        x = torch.full((len(seqs), width), pad, dtype=torch.long)
+        for i, seq in enumerate(seqs):
             x[i, :len(seq)] = torch.tensor(seq)
         x = x.to(device)
         hidden = model.model(input_ids=x, attention_mask=att, use_cache=False).last_hidden_state
     else:
-        hidden = _top_layers(model, capture, [seq for seq, _, _ in plans], att)
+        hidden = _top_layers(model, capture, seqs, att)
     out = []
     for i, (p, c, _, _) in enumerate(samples):
-        _, scored, temp = plans[i]
+        k, scored, temp = plans[i]
         total = hidden.new_zeros((), dtype=torch.float32)
         if scored:
-            rows = hidden[i, [len(p) - 1 + t for t, _ in scored]]
+            rows = hidden[k, [len(p) - 1 + t for t, _ in scored]]
             logits = model.lm_head(rows)
             for k, (t, allowed) in enumerate(scored):
                 lp = masked_logprobs(logits[k], allowed, temp if temp > 0 else 1.0)
                 total = total + lp[allowed.index(c[t])]
         out.append(total)
     return torch.stack(out)
+
+
+def _carrier(seqs: list[list[int]], seq: list[int]) -> int:
+    """The index in ``seqs`` of a sequence that carries ``seq``: one that ``seq`` starts, or that starts
+    ``seq`` (then replaced by ``seq``, which carries it and all it carried). The model is causal, so a
+    sequence's outputs at the positions of a prefix are the prefix's own: answers to the same prompt
+    ("Toggle" and "Turn left" are scored at the prompt's last position and "Turn"'s) share one pass."""
+    for k, other in enumerate(seqs):
+        n = min(len(other), len(seq))
+        if other[:n] == seq[:n]:
+            if len(seq) > len(other):
+                seqs[k] = seq
+            return k
+    seqs.append(seq)
+    return len(seqs) - 1
 
 
 def _top_layers(model: Any, capture: HiddenCapture, seqs: list[list[int]], att: torch.Tensor) -> torch.Tensor:
