@@ -234,7 +234,7 @@ class Policy:
             self._weights = state
         key = tuple(ids)
         hit = self._prompts.get(key)
-        if hit is not None:
+        if hit is not None and (self.capture is None or hit[2] is not None):
             self._prompts.move_to_end(key)
             logits, kv, hidden = hit
             extra = kv.get_seq_length() - len(ids)
@@ -393,7 +393,7 @@ def sequence_logprobs(model: Any, tokenizer: Any, samples: list[tuple[list[int],
     for p, c, choices, temp in samples:
         trie = None
         if choices:
-            trie = tries.setdefault(tuple(choices), ChoiceTrie.build(tokenizer, choices))
+            trie = tries.get(tuple(choices)) or tries.setdefault(tuple(choices), ChoiceTrie.build(tokenizer, choices))
         scored = scored_positions(trie, c, vocab)
         last = scored[-1][0] if scored else 0
         plans.append((_carrier(seqs, p + c[:last]), scored, temp))   # the positions whose outputs score a token
@@ -414,10 +414,10 @@ def sequence_logprobs(model: Any, tokenizer: Any, samples: list[tuple[list[int],
         hidden = _top_layers(model, capture, seqs, att)
     out = []
     for i, (p, c, _, _) in enumerate(samples):
-        k, scored, temp = plans[i]
+        carrier, scored, temp = plans[i]
         total = hidden.new_zeros((), dtype=torch.float32)
         if scored:
-            rows = hidden[k, [len(p) - 1 + t for t, _ in scored]]
+            rows = hidden[carrier, [len(p) - 1 + t for t, _ in scored]]
             logits = model.lm_head(rows)
             for k, (t, allowed) in enumerate(scored):
                 lp = masked_logprobs(logits[k], allowed, temp if temp > 0 else 1.0)
