@@ -1,0 +1,53 @@
+"""The staging scripts that spread long experiments over sessions call what they say, in order, resumably
+(run with a stand-in python that records its arguments)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _stage(tmp_path: Path, *steps: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    log = tmp_path / "calls.log"
+    fake = tmp_path / "python"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PYTHON": str(fake), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out")}
+    proc = subprocess.run(["bash", str(ROOT / "baselines" / "llm_rl" / "stage_babyai5.sh"), *steps], env=env,
+                          capture_output=True, text=True, timeout=120)
+    return proc, log.read_text().splitlines() if log.exists() else []
+
+
+def test_the_babyai5_stage_trains_every_seed_resumably_then_evaluates_and_compares(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "babyai5-seed0").mkdir(parents=True)   # seed 0 has its base-model point to share
+    proc, calls = _stage(tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    train = [c for c in calls if c.startswith("-m baselines.llm_rl.train")]
+    plan = [(c.split("--config ")[1].split()[0].rsplit("/", 1)[1], c.split("--seed ")[1].split()[0]) for c in train]
+    assert plan == [("babyai5.yaml", str(r)) for r in range(5)] + [("babyai5-uniform.yaml", str(r)) for r in range(3)]
+    assert all("--resume" in c and f"--out-dir {runs}/babyai5" in c for c in train)
+    reuse = [f"--reuse-validation {runs}/babyai5-seed0" in c for c in train]
+    assert reuse == [False, True, True, True, True, False, False, False]   # no uniform seed 0 folder here
+    evals = [c for c in calls if c.startswith("-m baselines.llm_rl.evaluate")]
+    assert len(evals) == 3 and "--weights" not in evals[0] and "--runs 5" in evals[0]
+    assert all("--suite v1 --domains babyai" in c and "--dtype bfloat16" in c for c in evals)
+    assert evals[1].split("--weights ")[1].split()[:5] == [f"{runs}/babyai5-seed{r}/checkpoint.pt" for r in range(5)]
+    assert "--runs 5" in evals[1]
+    assert [c.split("--out ")[1].split()[0] for c in evals] == [f"{tmp_path}/out/{n}.json" for n in
+                                                                ("base", "trained", "uniform")]
+    uniform = evals[2].split("--weights ")[1].split()[:3]
+    assert uniform == [f"{runs}/babyai5-uniform-seed{r}/checkpoint.pt" for r in range(3)]
+    assert "--runs 3" in evals[2]
+    compares = [c for c in calls if c.startswith("-m polar_bench compare")]
+    assert compares == [f"-m polar_bench compare {tmp_path}/out/base.json {tmp_path}/out/trained.json",
+                        f"-m polar_bench compare {tmp_path}/out/uniform.json {tmp_path}/out/trained.json"]
+    assert (tmp_path / "out" / "compare.txt").exists()
+
+
+def test_an_unknown_stage_step_is_refused_before_anything_runs(tmp_path):
+    proc, calls = _stage(tmp_path, "base", "evaluat")
+    assert proc.returncode == 2 and "unknown step evaluat" in proc.stderr and calls == []
