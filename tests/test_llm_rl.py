@@ -370,6 +370,9 @@ def test_one_iteration_through_evaluate_and_the_proxy(tiny, tmp_path):
     assert row["logprob_mismatch_max"] < 1e-4
     samples, episodes = T.load_trajectories(tmp_path / "rollouts" / "iter000" / "trajectories", tok)
     assert len(samples) == 12 and all(s.choices == MENU for s in samples)
+    for e in episodes:   # each call knows its place in its episode (the step-level credit's return to go)
+        mine = [s for s in samples if (s.task, s.seed, s.run) == (e.task, e.seed, e.run)]
+        assert [s.step for s in mine] == list(range(e.length)) and {s.length for s in mine} == {e.length}
     for s in samples:
         assert tok.decode(s.completion) in MENU
     assert (tmp_path / "checkpoint.pt").exists() and any((tmp_path / "tensorboard").iterdir())
@@ -979,3 +982,46 @@ def test_merging_duplicate_answers_gives_the_same_update_in_fewer_rows(tiny, upd
     assert s_plain["loss"] == pytest.approx(s_merged["loss"], rel=1e-4, abs=1e-7)
     moved = [k for k in plain if not torch.equal(plain[k], M.trained_state(_load(tiny)[0])[k])]
     assert moved and all(torch.allclose(plain[k], merged[k], rtol=1e-4, atol=1e-6) for k in plain)
+
+
+def test_step_credit_compares_the_calls_that_saw_the_same_view_by_their_return_to_go(tiny, tmp_path):
+    def mk(task, run, prompts, ret):
+        return [T.Sample(task, 1, run, list(p), [9], None, 1.0, None, ret, k, len(prompts))
+                for k, p in enumerate(prompts)]
+
+    s1, s2, s3, s4 = (1,), (2,), (3,), (4,)
+    won = mk("a", 0, [s1, s2, s2, s3], 0.8)     # came back to view s2 once, then went on to the goal
+    lost = mk("a", 1, [s1, s4, s4], 0.0)
+    other = mk("b", 0, [s2, s3], 1.0)           # the same ids in another task are another state
+    adv = T.step_advantages(won + lost + other, gamma=0.9)
+    a_won, a_lost, a_other = adv[:4], adv[4:7], adv[7:]
+    assert a_won[2] == pytest.approx(1.0, abs=1e-4) and a_won[1] == pytest.approx(-1.0, abs=1e-4)  # left s2 for good
+    assert a_won[0] == pytest.approx(1.0, abs=1e-4) and a_lost[0] == pytest.approx(-1.0, abs=1e-4)  # s1: won vs lost
+    assert a_won[3] == 0.0 and a_lost[1:] == [0.0, 0.0] and a_other == [0.0, 0.0]   # one visit, or no spread
+    with pytest.raises(ValueError, match="gamma"):
+        T.step_advantages(won, gamma=0.0)
+
+    def looping_rollout(trainer, iteration, folder):   # run 0 sees VIEW twice and wins; run 1 sees it once, loses
+        traj = folder / "trajectories" / "babyai__GoToRedBall"
+        traj.mkdir(parents=True)
+        for run, (views, ret) in enumerate((([VIEW, VIEW, "Mission: go. You see a wall."], 0.8), ([VIEW], 0.0))):
+            lines = []
+            for step, view in enumerate(views):
+                messages = prompt(view, MENU)
+                ids = M.prompt_ids(trainer.tok, messages)
+                out = trainer.policy.complete(ids, choices=MENU, temperature=1.0, max_tokens=4, seed=step)
+                lines.append({"type": "call", "task": "babyai/GoToRedBall", "run": run, "seed": 1, "step": step,
+                              "messages": messages, "params": {"temperature": 1.0, "guided_choice": MENU},
+                              "completion": out.text, "prompt_token_ids": ids, "completion_token_ids": out.token_ids,
+                              "completion_logprobs": out.token_logprobs})
+            lines.append({"type": "episode", "task": "babyai/GoToRedBall", "run": run, "seed": 1, "return": ret,
+                          "length": len(views), "status": "ok", "llm": {"calls": len(views)}})
+            (traj / f"run{run}-ep1.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return folder / "trajectories"
+
+    model, tok = _load(tiny)   # in the loop: added to the episode's advantage, and counted
+    cfg = T.Config(**{**_cfg(tiny, iterations=1).__dict__, "step_credit": 1.0, "group_size": 2})
+    (row,) = T.Trainer(cfg, tmp_path, rollout=looping_rollout, model=model, tokenizer=tok).run()
+    assert row["samples_with_step_credit"] == 3   # VIEW's three visits: two of the winner's, the loser's one
+    with pytest.raises(ValueError, match="step_credit"):
+        T.Config(**{**_cfg(tiny).__dict__, "step_credit": -1.0}).check()

@@ -116,6 +116,8 @@ class Config:
     clip: float = 0.2            # PPO's ratio clip (epochs > 1 or kl > 0)
     kl: float = 0.0              # weight of the KL penalty to the base model's trained layers (0: none)
     merge_duplicates: bool = False  # one forward/backward per distinct (prompt, answer) of the batch
+    step_credit: float = 0.0     # weight of the step-level anchor-state advantage added to the episode's
+    gamma: float = 0.95          # its discount of the return to go
     seed: int = 0
     threads: int = 0
     workers: int = 1
@@ -156,6 +158,8 @@ class Config:
             raise ValueError(f"training.dtype must be one of {DTYPES}, not {self.dtype!r}")
         if self.epochs < 1 or self.clip <= 0 or self.kl < 0 or self.group_size < 1 or self.iterations < 0:
             raise ValueError("training needs epochs >= 1, clip > 0, kl >= 0, group_size >= 1 and iterations >= 0")
+        if self.step_credit < 0 or not 0 < self.gamma <= 1:
+            raise ValueError("training needs step_credit >= 0 and 0 < gamma <= 1")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -259,6 +263,8 @@ class Sample:
     temperature: float
     logprob: float | None      # as the server reported it at sampling time (None if not recorded)
     ret: float
+    step: int = 0              # the call's place in its episode (0 = the first action)
+    length: int = 1            # the episode's calls (its return comes after the last)
 
 
 @dataclass
@@ -299,7 +305,7 @@ def load_trajectories(folder: str | Path, tokenizer: Any) -> tuple[list[Sample],
                                 str(end.get("status")), int(llm.get("calls", len(calls))),
                                 int(llm.get("prompt_tokens", 0)) + int(llm.get("completion_tokens", 0)),
                                 float(llm.get("seconds", 0.0))))
-        for c in calls:
+        for k, c in enumerate(calls):
             params = c.get("params") or {}
             p = c.get("prompt_token_ids") or prompt_ids(tokenizer, c["messages"])
             comp = (c.get("completion_token_ids")
@@ -307,7 +313,7 @@ def load_trajectories(folder: str | Path, tokenizer: Any) -> tuple[list[Sample],
             temp = params.get("temperature")
             samples.append(Sample(c["task"], int(c["seed"]), int(c["run"]), list(p), list(comp),
                                   params.get("guided_choice"), 1.0 if temp is None else float(temp),
-                                  _recorded_logprob(c), ret))
+                                  _recorded_logprob(c), ret, k, len(calls)))
     return samples, episodes
 
 
@@ -332,6 +338,31 @@ def advantages(samples: list[Sample], baseline: str = "group", eps: float = 1e-6
         g = groups[(s.task, s.seed)] if baseline == "group" and len(groups[(s.task, s.seed)]) > 1 else by_task[s.task]
         mean, std = float(np.mean(g)), float(np.std(g))
         out.append((s.ret - mean) / (std + eps) if std > 0 else 0.0)
+    return out
+
+
+def step_advantages(samples: list[Sample], gamma: float, eps: float = 1e-6) -> list[float]:
+    """Step-level credit from anchor states (GiGPO's, Feng et al. 2025): the calls that saw the same
+    prompt (the same text view of the same task; the agent is stateless, so the same state for it)
+    anywhere in the batch are compared by their discounted return to go, gamma^(length - 1 - step) x
+    return (BabyAI pays only at the end); each gets (G - mean) / std over its anchor group, 0 where the
+    group has one call or no spread. Where a view comes back (an action that changed nothing) the
+    visit that left it for good is closer to the goal than the ones that came back, so a successful
+    episode's loop-breaking answer is credited over the answers that looped; failed episodes give
+    no spread among themselves."""
+    if not 0 < gamma <= 1:
+        raise ValueError(f"gamma must be in (0, 1], not {gamma!r}")
+    to_go = [gamma ** (s.length - 1 - s.step) * s.ret for s in samples]
+    anchors: dict[tuple[str, tuple[int, ...]], list[int]] = defaultdict(list)
+    for i, s in enumerate(samples):
+        anchors[(s.task, tuple(s.prompt))].append(i)
+    out = [0.0] * len(samples)
+    for members in anchors.values():
+        g = [to_go[i] for i in members]
+        mean, std = float(np.mean(g)), float(np.std(g))
+        if len(members) > 1 and std > 0:
+            for i in members:
+                out[i] = (to_go[i] - mean) / (std + eps)
     return out
 
 
@@ -755,9 +786,14 @@ class Trainer:
         traj = self.rollout(self, it, folder)
         samples, episodes = load_trajectories(traj, self.tok)
         t1 = time.perf_counter()
-        stats = reinforce_step(self.model, self.tok, self.optimizer, samples, advantages(samples, self.cfg.baseline),
-                               UpdateSettings.of(self.cfg), capture=self.capture, autocast=self.autocast,
-                               reference=self.reference)
+        adv = advantages(samples, self.cfg.baseline)
+        if self.cfg.step_credit:
+            steps = step_advantages(samples, self.cfg.gamma)
+            adv = [a + self.cfg.step_credit * b for a, b in zip(adv, steps, strict=True)]
+        stats = reinforce_step(self.model, self.tok, self.optimizer, samples, adv, UpdateSettings.of(self.cfg),
+                               capture=self.capture, autocast=self.autocast, reference=self.reference)
+        if self.cfg.step_credit:
+            stats["samples_with_step_credit"] = float(sum(b != 0 for b in steps))
         self.capture.clear()
         t2 = time.perf_counter()
         self.elapsed += t2 - t0
