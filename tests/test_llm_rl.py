@@ -340,6 +340,10 @@ def test_training_suite_is_disjoint_from_evaluation_seeds(tiny):
     same = lambda c: {**c.__dict__, "name": "", "validation": None,  # noqa: E731
                       "curriculum": {**c.curriculum.__dict__, "kind": ""}}
     assert same(five) == same(uniform)
+    step = T.Config.from_yaml(Path(T.HERE / "experiments" / "babyai5-step.yaml"))  # the second try: + step credit
+    T.check_disjoint(step)
+    assert (step.step_credit, five.step_credit) == (1.0, 0.0)
+    assert {**step.__dict__, "name": "", "step_credit": 0.0} == {**five.__dict__, "name": ""}
     import tomllib
 
     suite = parse_suite(tomllib.loads(T.suite_toml(good)))
