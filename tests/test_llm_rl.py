@@ -344,6 +344,9 @@ def test_training_suite_is_disjoint_from_evaluation_seeds(tiny):
     T.check_disjoint(step)
     assert (step.step_credit, five.step_credit) == (1.0, 0.0)
     assert {**step.__dict__, "name": "", "step_credit": 0.0} == {**five.__dict__, "name": ""}
+    step_uniform = T.Config.from_yaml(Path(T.HERE / "experiments" / "babyai5-step-uniform.yaml"))
+    T.check_disjoint(step_uniform)
+    assert step_uniform.curriculum.kind == "uniform" and same(step_uniform) == same(step)
     import tomllib
 
     suite = parse_suite(tomllib.loads(T.suite_toml(good)))

@@ -10,12 +10,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _stage(tmp_path: Path, *steps: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+def _stage(tmp_path: Path, *steps: str, **extra: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     log = tmp_path / "calls.log"
     fake = tmp_path / "python"
     fake.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\n')
     fake.chmod(0o755)
-    env = {**os.environ, "PYTHON": str(fake), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out")}
+    env = {**os.environ, "PYTHON": str(fake), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"),
+           "BASE_OUT": str(tmp_path / "base" / "base.json"), **extra}
     proc = subprocess.run(["bash", str(ROOT / "baselines" / "llm_rl" / "stage_babyai5.sh"), *steps], env=env,
                           capture_output=True, text=True, timeout=120)
     return proc, log.read_text().splitlines() if log.exists() else []
@@ -37,13 +38,13 @@ def test_the_babyai5_stage_trains_every_seed_resumably_then_evaluates_and_compar
     assert all("--suite v1 --domains babyai" in c and "--dtype bfloat16" in c for c in evals)
     assert evals[1].split("--weights ")[1].split()[:5] == [f"{runs}/babyai5-seed{r}/checkpoint.pt" for r in range(5)]
     assert "--runs 5" in evals[1]
-    assert [c.split("--out ")[1].split()[0] for c in evals] == [f"{tmp_path}/out/{n}.json" for n in
-                                                                ("base", "trained", "uniform")]
+    outs = [c.split("--out ")[1].split()[0] for c in evals]
+    assert outs == [f"{tmp_path}/base/base.json", f"{tmp_path}/out/trained.json", f"{tmp_path}/out/uniform.json"]
     uniform = evals[2].split("--weights ")[1].split()[:3]
     assert uniform == [f"{runs}/babyai5-uniform-seed{r}/checkpoint.pt" for r in range(3)]
     assert "--runs 3" in evals[2]
     compares = [c for c in calls if c.startswith("-m polar_bench compare")]
-    assert compares == [f"-m polar_bench compare {tmp_path}/out/base.json {tmp_path}/out/trained.json",
+    assert compares == [f"-m polar_bench compare {tmp_path}/base/base.json {tmp_path}/out/trained.json",
                         f"-m polar_bench compare {tmp_path}/out/uniform.json {tmp_path}/out/trained.json"]
     assert (tmp_path / "out" / "compare.txt").exists()
 
@@ -51,3 +52,15 @@ def test_the_babyai5_stage_trains_every_seed_resumably_then_evaluates_and_compar
 def test_an_unknown_stage_step_is_refused_before_anything_runs(tmp_path):
     proc, calls = _stage(tmp_path, "base", "evaluat")
     assert proc.returncode == 2 and "unknown step evaluat" in proc.stderr and calls == []
+
+
+def test_another_design_stages_its_own_yaml_and_uniform_twin_against_the_same_base(tmp_path):
+    proc, calls = _stage(tmp_path, "train", "trained", EXPERIMENT="babyai5-step")
+    assert proc.returncode == 0, proc.stderr
+    configs = [c.split("--config ")[1].split()[0].rsplit("/", 1)[1] for c in calls if "llm_rl.train" in c]
+    assert configs == ["babyai5-step.yaml"] * 5 + ["babyai5-step-uniform.yaml"] * 3
+    (trained,) = [c for c in calls if "llm_rl.evaluate" in c]
+    assert f"{tmp_path}/runs/babyai5-step-seed4/checkpoint.pt" in trained
+    (tmp_path / "x").mkdir()
+    proc, calls = _stage(tmp_path / "x", EXPERIMENT="babyai5-nothing")
+    assert proc.returncode == 2 and "babyai5-nothing.yaml" in proc.stderr and calls == []

@@ -3,16 +3,19 @@
 # over sessions: run it again after a stop and it goes on where it stopped.
 #
 #     baselines/llm_rl/stage_babyai5.sh [STEP ...]     (default: every step, in this order)
+#     EXPERIMENT=babyai5-step baselines/llm_rl/stage_babyai5.sh ...   (another design: its YAML and the
+#                                                    <name>-uniform.yaml twin; default babyai5)
 #
 # Steps (each skips what is done):
-#   train      babyai5.yaml seeds 0-4 (the curriculum arm; seeds 1-4 take the base model's held-out
-#              point from seed 0), then babyai5-uniform.yaml seeds 0-2: runs/llm_rl/<name>-seed<R>/
+#   train      <experiment>.yaml seeds 0-4 (the curriculum arm; seeds 1-4 take the base model's held-out
+#              point from seed 0), then <experiment>-uniform.yaml seeds 0-2: runs/llm_rl/<name>-seed<R>/
 #              (`train --resume` continues a training cut short and does nothing for a finished one)
-#   base       the base model on suite v1's BabyAI domain, 5 runs, the suite's 20 episodes per level
+#   base       the base model on suite v1's BabyAI domain, 5 runs, the suite's 20 episodes per level (one
+#              file for every experiment: baselines/llm_rl/results/v1-babyai-base.json, or BASE_OUT)
 #   trained    the curriculum arm's five trained models, run R playing seed R's weights
 #   uniform    the uniform arm's three trained models, runs 0-2
 #   compare    polar_bench compare: trained against base, and the curriculum against the uniform arm
-# Results (committed): baselines/llm_rl/results/v1-babyai5/{base,trained,uniform}.json and compare.txt;
+# Results (committed): baselines/llm_rl/results/v1-<experiment>/{trained,uniform}.json and compare.txt;
 # each evaluation journals its episodes (<out>.episodes.jsonl), so a stopped one resumes.
 # Everything runs niced, one thread, bfloat16 serving, as the experiment's training does. RUNS and OUT
 # (environment) move the training folders and the results elsewhere.
@@ -20,8 +23,13 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
 RUNS=${RUNS:-runs/llm_rl}
-OUT=${OUT:-baselines/llm_rl/results/v1-babyai5}
+EXP=${EXPERIMENT:-babyai5}
+OUT=${OUT:-baselines/llm_rl/results/v1-$EXP}
+BASE_OUT=${BASE_OUT:-baselines/llm_rl/results/v1-babyai-base.json}
 E=baselines/llm_rl/experiments
+if [ ! -f "$E/$EXP.yaml" ] || [ ! -f "$E/$EXP-uniform.yaml" ]; then
+    echo "no $E/$EXP.yaml with its $EXP-uniform.yaml twin (EXPERIMENT names a curriculum arm)" >&2; exit 2
+fi
 STEPS=${*:-train base trained uniform compare}
 for step in $STEPS; do
     case $step in
@@ -29,7 +37,7 @@ for step in $STEPS; do
         *) echo "unknown step $step (train, base, trained, uniform, compare)" >&2; exit 2 ;;
     esac
 done
-mkdir -p "$OUT" "$RUNS"
+mkdir -p "$OUT" "$RUNS" "$(dirname "$BASE_OUT")"
 
 train() {  # CONFIG NAME SEED
     local reuse=()
@@ -38,14 +46,14 @@ train() {  # CONFIG NAME SEED
     nice -n 10 "$PY" -m baselines.llm_rl.train --config "$1" --seed "$3" --out-dir "$RUNS/$2-seed$3" --resume \
         "${reuse[@]}" >> "$RUNS/$2-seed$3.log" 2>&1
 }
-evaluate() {  # NAME RUNS [WEIGHTS ...]
-    local name=$1 runs=$2
+evaluate() {  # OUT RUNS [WEIGHTS ...]
+    local out=$1 runs=$2
     shift 2
     local weights=()
     if [ $# -gt 0 ]; then weights=(--weights "$@"); fi
-    echo "$(date -u +%FT%TZ) evaluate $name ($runs runs)"
+    echo "$(date -u +%FT%TZ) evaluate $out ($runs runs)"
     nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${weights[@]}" --dtype bfloat16 --threads 1 \
-        --out "$OUT/$name.json" -- --suite v1 --domains babyai --runs "$runs" --workers 1
+        --out "$out" -- --suite v1 --domains babyai --runs "$runs" --workers 1
 }
 checkpoints() {  # NAME SEED...
     local name=$1
@@ -56,16 +64,16 @@ checkpoints() {  # NAME SEED...
 for step in $STEPS; do
     case $step in
         train)
-            for r in 0 1 2 3 4; do train $E/babyai5.yaml babyai5 "$r"; done
-            for r in 0 1 2; do train $E/babyai5-uniform.yaml babyai5-uniform "$r"; done ;;
-        base) evaluate base 5 ;;
+            for r in 0 1 2 3 4; do train "$E/$EXP.yaml" "$EXP" "$r"; done
+            for r in 0 1 2; do train "$E/$EXP-uniform.yaml" "$EXP-uniform" "$r"; done ;;
+        base) evaluate "$BASE_OUT" 5 ;;
         # shellcheck disable=SC2046  # one checkpoint per run
-        trained) evaluate trained 5 $(checkpoints babyai5 0 1 2 3 4) ;;
+        trained) evaluate "$OUT/trained.json" 5 $(checkpoints "$EXP" 0 1 2 3 4) ;;
         # shellcheck disable=SC2046
-        uniform) evaluate uniform 3 $(checkpoints babyai5-uniform 0 1 2) ;;
+        uniform) evaluate "$OUT/uniform.json" 3 $(checkpoints "$EXP-uniform" 0 1 2) ;;
         compare)
             {
-                "$PY" -m polar_bench compare "$OUT/base.json" "$OUT/trained.json"
+                "$PY" -m polar_bench compare "$BASE_OUT" "$OUT/trained.json"
                 echo
                 "$PY" -m polar_bench compare "$OUT/uniform.json" "$OUT/trained.json"
             } | tee "$OUT/compare.txt" ;;
