@@ -32,7 +32,7 @@ def test_the_babyai5_stage_trains_every_seed_resumably_then_evaluates_and_compar
     assert plan == [("babyai5.yaml", str(r)) for r in range(5)] + [("babyai5-uniform.yaml", str(r)) for r in range(3)]
     assert all("--resume" in c and f"--out-dir {runs}/babyai5" in c for c in train)
     reuse = [f"--reuse-validation {runs}/babyai5-seed0" in c for c in train]
-    assert reuse == [False, True, True, True, True, False, False, False]   # no uniform seed 0 folder here
+    assert reuse == [False, True, True, True, True, True, True, True]   # every run but seed 0's own
     evals = [c for c in calls if c.startswith("-m baselines.llm_rl.evaluate")]
     assert len(evals) == 3 and "--weights" not in evals[0] and "--runs 5" in evals[0]
     assert all("--suite v1 --domains babyai" in c and "--dtype bfloat16" in c for c in evals)
@@ -57,8 +57,14 @@ def test_an_unknown_stage_step_is_refused_before_anything_runs(tmp_path):
 def test_another_design_stages_its_own_yaml_and_uniform_twin_against_the_same_base(tmp_path):
     proc, calls = _stage(tmp_path, "train", "trained", EXPERIMENT="babyai5-step")
     assert proc.returncode == 0, proc.stderr
+    (tmp_path / "runs" / "babyai5-seed0").mkdir()   # the first design's seed 0 lends its base point
+    proc, again = _stage(tmp_path, "train", EXPERIMENT="babyai5-step")
+    again = again[len(calls):]   # the stand-in's log holds both stagings
+    assert len(again) == 8 and all(f"--reuse-validation {tmp_path}/runs/babyai5-seed0" in c for c in again)
+    assert proc.returncode == 0, proc.stderr
     configs = [c.split("--config ")[1].split()[0].rsplit("/", 1)[1] for c in calls if "llm_rl.train" in c]
     assert configs == ["babyai5-step.yaml"] * 5 + ["babyai5-step-uniform.yaml"] * 3
+    assert "--reuse-validation" not in calls[0]   # no design's seed 0 folder exists here
     (trained,) = [c for c in calls if "llm_rl.evaluate" in c]
     assert f"{tmp_path}/runs/babyai5-step-seed4/checkpoint.pt" in trained
     (tmp_path / "x").mkdir()

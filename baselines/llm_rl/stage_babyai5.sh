@@ -7,8 +7,9 @@
 #                                                    <name>-uniform.yaml twin; default babyai5)
 #
 # Steps (each skips what is done):
-#   train      <experiment>.yaml seeds 0-4 (the curriculum arm; seeds 1-4 take the base model's held-out
-#              point from seed 0), then <experiment>-uniform.yaml seeds 0-2: runs/llm_rl/<name>-seed<R>/
+#   train      <experiment>.yaml seeds 0-4 (the curriculum arm; the base model's held-out point is taken
+#              from any design's seed 0 that has it), then <experiment>-uniform.yaml seeds 0-2:
+#              runs/llm_rl/<name>-seed<R>/
 #              (`train --resume` continues a training cut short and does nothing for a finished one)
 #   base       the base model on suite v1's BabyAI domain, 5 runs, the suite's 20 episodes per level (one
 #              file for every experiment: baselines/llm_rl/results/v1-babyai-base.json, or BASE_OUT)
@@ -40,8 +41,11 @@ done
 mkdir -p "$OUT" "$RUNS" "$(dirname "$BASE_OUT")"
 
 train() {  # CONFIG NAME SEED
-    local reuse=()
-    if [ "$3" != 0 ] && [ -d "$RUNS/$2-seed0" ]; then reuse=(--reuse-validation "$RUNS/$2-seed0"); fi
+    local reuse=() d
+    for d in "$RUNS"/*-seed0; do   # any design's seed 0 may hold the base model's point (key.json decides)
+        if [ -d "$d" ] && [ "$d" != "$RUNS/$2-seed$3" ]; then reuse+=("$d"); fi
+    done
+    if [ ${#reuse[@]} -gt 0 ]; then reuse=(--reuse-validation "${reuse[@]}"); fi
     echo "$(date -u +%FT%TZ) train $2 seed $3"
     nice -n 10 "$PY" -m baselines.llm_rl.train --config "$1" --seed "$3" --out-dir "$RUNS/$2-seed$3" --resume \
         "${reuse[@]}" >> "$RUNS/$2-seed$3.log" 2>&1
