@@ -65,7 +65,7 @@ def main() -> None:
     rows = {}
     for label, size in (("prompt cache 32", 32), ("no cache", 0)):
         policy.prompt_cache, policy.forwards = size, 0
-        policy._prompts.clear()   # noqa: SLF001 (each pass starts cold)
+        policy.forget_prompts()   # each pass starts cold
         answers, seconds = play(policy, args.levels, args.episodes)
         rows[label] = (answers, policy.forwards, seconds)
     print(f"{args.episodes} episode(s) of {', '.join(args.levels)}, {args.dtype}, {args.threads} thread(s)")

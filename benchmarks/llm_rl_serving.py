@@ -52,17 +52,6 @@ def agent_prompts(n: int) -> list[list[dict]]:
     return out
 
 
-def answer_distribution(policy, ids: list[int], menu: list[str]):
-    """P(answer) for every menu entry under ``policy``'s masked temperature-1 sampling."""
-    import torch
-
-    from baselines.llm_rl.model import sequence_logprobs
-
-    with torch.no_grad():
-        answers = policy.trie(menu).sequences
-        return sequence_logprobs(policy.model, policy.tokenizer, [(ids, a, menu, 1.0) for a in answers]).exp()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--prompts", type=int, default=20)
@@ -118,11 +107,12 @@ def main() -> None:
         med = statistics.median(times)
         print(f"{name:24s} {1000 * med:15.1f} {1000 * statistics.mean(times):13.1f} {base / med:10.2f}x")
 
-    tv = []
-    for ids in prompts:
-        p32 = answer_distribution(policies["float32"], ids, MENU)
-        p16 = answer_distribution(policies["bfloat16"], ids, MENU)
-        tv.append(0.5 * float((p32 - p16).abs().sum()))
+    from baselines.llm_rl.probe import choice_probabilities
+
+    asked = [(ids, MENU) for ids in prompts]
+    p32 = choice_probabilities(policies["float32"].model, tok, asked, None)
+    p16 = choice_probabilities(policies["bfloat16"].model, tok, asked, None)   # as served: its own weights
+    tv = [0.5 * sum(abs(a[c] - b[c]) for c in MENU) for a, b in zip(p32, p16, strict=True)]
     print(f"bfloat16 vs float32 answer distributions: total variation mean {statistics.mean(tv):.4f}, "
           f"max {max(tv):.4f} over {len(tv)} prompts")
 

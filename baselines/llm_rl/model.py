@@ -222,6 +222,10 @@ class Policy:
         self._weights: tuple[tuple[int, int], ...] = ()
         self.forwards = 0   # prompt forward passes run (the rest were taken from the cache)
 
+    def forget_prompts(self) -> None:
+        """Empty the prompt cache (a benchmark's cold start; answers do not depend on it)."""
+        self._prompts.clear()
+
     def _weights_state(self) -> tuple[tuple[int, int], ...]:
         return tuple((p.data_ptr(), p._version) for p in self.model.parameters())  # noqa: SLF001 (in-place counter)
 
