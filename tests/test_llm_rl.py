@@ -347,6 +347,14 @@ def test_training_suite_is_disjoint_from_evaluation_seeds(tiny):
     step_uniform = T.Config.from_yaml(Path(T.HERE / "experiments" / "babyai5-step-uniform.yaml"))
     T.check_disjoint(step_uniform)
     assert step_uniform.curriculum.kind == "uniform" and same(step_uniform) == same(step)
+    group = T.Config.from_yaml(Path(T.HERE / "experiments" / "babyai5-group.yaml"))  # the third: GRPO groups
+    group_uniform = T.Config.from_yaml(Path(T.HERE / "experiments" / "babyai5-group-uniform.yaml"))
+    for cfg in (group, group_uniform):
+        T.check_disjoint(cfg)
+    assert (group.group_size, group.baseline, group.step_credit, group.curriculum.kind) == (4, "group", 1.0, "band")
+    assert group_uniform.curriculum.kind == "uniform" and same(group_uniform) == same(group)
+    assert {**group.__dict__, "name": "", "group_size": 1, "baseline": "batch", "curriculum": None} == \
+        {**step.__dict__, "name": "", "curriculum": None}  # otherwise babyai5-step's update
     import tomllib
 
     suite = parse_suite(tomllib.loads(T.suite_toml(good)))
