@@ -939,6 +939,34 @@ def test_the_probe_gives_the_servers_answer_probabilities_and_how_far_weights_mo
     assert exc.value.code == 2
 
 
+def test_the_probe_counts_repeated_prompts_and_distinct_pairs_without_a_model(tmp_path, capsys):
+    from baselines.llm_rl import probe
+
+    def call(task, ids, answer):
+        return {"type": "call", "task": task, "prompt_token_ids": ids, "completion": answer,
+                "params": {"guided_choice": MENU}}
+
+    a, b = [1, 2, 3], [1, 2, 4]
+    red = tmp_path / "t" / "babyai__GoToRedBall"
+    red.mkdir(parents=True)
+    # episode 0: a, a (previous), b, a (earlier, not previous); episode 1 starts afresh: a is new there
+    (red / "run0-ep0.jsonl").write_text("".join(json.dumps(c) + "\n" for c in [
+        call("babyai/GoToRedBall", a, "Toggle"), call("babyai/GoToRedBall", a, "Toggle"),
+        call("babyai/GoToRedBall", b, "Move forward"), call("babyai/GoToRedBall", a, "Turn left"),
+        {"type": "episode", "return": 0.0}]))
+    (red / "run1-ep0.jsonl").write_text(json.dumps(call("babyai/GoToRedBall", a, "Toggle")) + "\n")
+    c = probe.call_counts(tmp_path / "t")
+    assert (c["calls"], c["repeat_previous"], c["repeat_earlier"], c["distinct_pairs"]) == (5, 1, 2, 3)
+    assert c["tasks"] == {"babyai/GoToRedBall": 5} and c["answers"]["Toggle"] == 3
+    probe.main([str(tmp_path / "t"), str(tmp_path / "t"), "--calls"])
+    out = capsys.readouterr().out
+    assert out.count("5 calls; 1 (20%) repeat the episode's previous prompt, 2 (40%) an earlier one; 3 distinct") == 2
+    for bad in ([str(tmp_path / "empty"), "--calls"], [str(tmp_path / "t"), str(tmp_path / "t")]):
+        with pytest.raises(SystemExit) as exc:
+            probe.main(bad)
+        assert exc.value.code == 2
+
+
 def test_a_repeated_prompt_is_answered_from_the_cache_exactly_as_by_a_forward_pass(tiny):
     model, tok = _load(tiny)
     for p in model.parameters():

@@ -11,6 +11,13 @@ server samples from (``model.sequence_logprobs``), so the six numbers of a promp
 checkpoint is a training checkpoint (``checkpoint.pt``) or a pinned trained-layers file (``pin.py``).
 Also prints how far each checkpoint moved the answers from the base model: the mean total-variation
 distance over the prompts.
+
+    python -m baselines.llm_rl.probe FOLDER [FOLDER ...] --calls
+
+loads no model and counts the recorded calls instead, per folder: calls per task, how many repeat the
+episode's previous prompt or any earlier prompt of the episode (what the policy's prompt cache answers),
+the distinct (prompt, answer) pairs (the update's rows with ``merge_duplicates``), and the share of
+each answer.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +59,46 @@ def recorded_prompts(folder: str | Path, n: int, tokenizer: Any) -> list[tuple[l
     return calls[::step][:n]
 
 
+def call_counts(folder: str | Path) -> dict[str, Any]:
+    """The recorded calls under ``folder`` counted (no model): see the module's ``--calls``."""
+    tasks: Counter[str] = Counter()
+    answers: Counter[str] = Counter()
+    pairs: set[tuple[str, tuple[int, ...] | str, str]] = set()
+    calls = repeat_previous = repeat_earlier = 0
+    for path in sorted(Path(folder).glob("*/run*-ep*.jsonl")):
+        seen: set[tuple[int, ...] | str] = set()
+        previous: tuple[int, ...] | str | None = None
+        for line in path.read_text().splitlines():
+            rec = json.loads(line) if line.strip() else {}
+            if rec.get("type") != "call":
+                continue
+            ids = rec.get("prompt_token_ids")
+            prompt = tuple(ids) if ids else json.dumps(rec.get("messages"), sort_keys=True)
+            calls += 1
+            tasks[str(rec.get("task"))] += 1
+            answers[str(rec.get("completion"))] += 1
+            pairs.add((str(rec.get("task")), prompt, str(rec.get("completion"))))
+            repeat_previous += prompt == previous
+            repeat_earlier += prompt in seen
+            seen.add(prompt)
+            previous = prompt
+    if not calls:
+        raise ValueError(f"{folder}: no recorded call (a --trajectories folder of evaluate)")
+    return {"calls": calls, "repeat_previous": repeat_previous, "repeat_earlier": repeat_earlier,
+            "distinct_pairs": len(pairs), "tasks": dict(sorted(tasks.items())), "answers": dict(answers.most_common())}
+
+
+def print_call_counts(folders: list[str]) -> None:
+    for folder in folders:
+        c = call_counts(folder)
+        n = c["calls"]
+        print(f"{folder}: {n:,} calls; {c['repeat_previous']:,} ({c['repeat_previous'] / n:.0%}) repeat the episode's "
+              f"previous prompt, {c['repeat_earlier']:,} ({c['repeat_earlier'] / n:.0%}) an earlier one; "
+              f"{c['distinct_pairs']:,} distinct (prompt, answer) pairs")
+        print("  calls per task: " + ", ".join(f"{t} {k:,}" for t, k in c["tasks"].items()))
+        print("  answers: " + ", ".join(f"{a} {k / n:.3f}" for a, k in c["answers"].items()))
+
+
 def choice_probabilities(model: Any, tokenizer: Any, prompts: list[tuple[list[int], list[str]]],
                          dtype: torch.dtype | None) -> list[dict[str, float]]:
     """Per prompt, each choice's probability under the model's masked temperature-1 distribution."""
@@ -65,18 +113,30 @@ def choice_probabilities(model: Any, tokenizer: Any, prompts: list[tuple[list[in
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m baselines.llm_rl.probe", description=__doc__.split("\n")[0])
-    ap.add_argument("trajectories", help="a trajectory folder recorded by evaluate --trajectories (a training "
-                    "iteration's rollouts/iterNNN/trajectories)")
+    ap.add_argument("trajectories", nargs="+", help="a trajectory folder recorded by evaluate --trajectories (a "
+                    "training iteration's rollouts/iterNNN/trajectories); several with --calls")
+    ap.add_argument("--calls", action="store_true", help="load no model; count the recorded calls of each folder")
     ap.add_argument("--weights", nargs="*", default=[], help="checkpoints to compare with the base model")
     ap.add_argument("--prompts", type=int, default=64, help="how many recorded prompts (default 64)")
     ap.add_argument("--model", default="smollm2")
     ap.add_argument("--dtype", choices=DTYPES, default="float32")
     args = ap.parse_args(argv)
+    if args.calls:
+        try:
+            print_call_counts(args.trajectories)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)
+        return
+    if len(args.trajectories) != 1:
+        print("error: the probabilities read one trajectory folder (several only with --calls)", file=sys.stderr)
+        sys.exit(2)
+    folder = args.trajectories[0]
     try:
         states = [torch.load(w, map_location="cpu", weights_only=False) for w in args.weights]
         states = [s.get("trained", s) for s in states]   # a training checkpoint, or a pinned file
         model, tok = load_model(args.model)
-        prompts = recorded_prompts(args.trajectories, args.prompts, tok)
+        prompts = recorded_prompts(folder, args.prompts, tok)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -93,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         rows.append((w, choice_probabilities(model, tok, prompts, dtype)))
         load_trained_state(model, base)
     choices = list(rows[0][1][0])
-    print(f"{len(prompts)} recorded prompts from {args.trajectories}; mean probability of each answer")
+    print(f"{len(prompts)} recorded prompts from {folder}; mean probability of each answer")
     print("weights".ljust(40) + "".join(c.rjust(14) for c in choices) + "      TV to base")
     for label, probs in rows:
         means = [sum(p[c] for p in probs) / len(probs) for c in choices]
