@@ -1068,3 +1068,31 @@ def test_step_credit_compares_the_calls_that_saw_the_same_view_by_their_return_t
     assert row["samples_with_step_credit"] == 3   # VIEW's three visits: two of the winner's, the loser's one
     with pytest.raises(ValueError, match="step_credit"):
         T.Config(**{**_cfg(tiny).__dict__, "step_credit": -1.0}).check()
+
+
+def test_power_sees_a_real_gain_and_no_gain_at_the_nominal_rate():
+    from baselines.llm_rl import power
+
+    base = [0.39, 0.41, 0.27, 0.0, 0.05]
+    same_mean, same_shown = power.detection(base, base, draws=200)
+    assert abs(same_mean - 0.5) < 0.03 and same_shown <= 0.08   # no gain: the interval clears 0.5 about 2.5%
+    big_mean, big_shown = power.detection(base, [0.8, 0.8, 0.6, 0.0, 0.05], draws=50)
+    assert big_mean > 0.75 and big_shown > 0.9
+    assert power.detection(base, [0.8, 0.8, 0.6, 0.0, 0.05], draws=50) == (big_mean, big_shown)   # seeded
+    with pytest.raises(ValueError, match="one rate per level"):
+        power.detection(base, base[:3])
+    with pytest.raises(SystemExit) as exc:
+        power.main(["gain", "--base", "0.4,1.5", "--trained", "0.4,0.5"])
+    assert exc.value.code == 2
+
+
+def test_power_blind_policy_moving_beats_toggling_on_gotoredball():
+    pytest.importorskip("minigrid")
+    from baselines.llm_rl import power
+
+    toggle, _ = power.blind("GoToRedBall", [0, 0, 0, 0, 0, 1], episodes=20)
+    moving, moving_return = power.blind("GoToRedBall", [0.3, 0.1, 0.6, 0, 0, 0], episodes=20)
+    assert toggle <= 0.1 < 0.3 < moving and 0 < moving_return < moving
+    assert power.blind("GoToRedBall", [0.3, 0.1, 0.6, 0, 0, 0], episodes=20) == (moving, moving_return)
+    with pytest.raises(ValueError, match="six|6 non-negative"):
+        power.blind("GoToRedBall", [1, 1], episodes=1)
