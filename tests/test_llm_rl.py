@@ -517,6 +517,17 @@ def test_each_kind_weighs_the_levels_by_what_it_promises():
     assert list(plan) == [LEVELS[0]] and len(plan[LEVELS[0]]) == 8 and set(plan[LEVELS[0]]) == set(pools[LEVELS[0]])
     band = C.Curriculum(C.CurriculumConfig("band", band=(0.1, 0.9), outside=0.1), pools)
     assert band.weights(2, history) == {LEVELS[0]: 1.0, LEVELS[1]: 0.1, LEVELS[2]: 0.1}
+    # pooled over the last 2 iterations that played a level, by episodes: one bad batch does not push it out
+    unlucky = [{f"episodes:{LEVELS[0]}": 8, f"success_rate:{LEVELS[0]}": 0.25},
+               {f"episodes:{LEVELS[0]}": 0, f"success_rate:{LEVELS[0]}": math.nan},   # not played
+               {f"episodes:{LEVELS[0]}": 4, f"success_rate:{LEVELS[0]}": 0.0}]
+    assert C.pooled_success(unlucky, 2) == {LEVELS[0]: pytest.approx(2 / 12)}
+    assert C.pooled_success(unlucky, 1) == {LEVELS[0]: 0.0}
+    pooled = C.Curriculum(C.CurriculumConfig("band", band=(0.1, 0.9), outside=0.1, band_window=2), pools)
+    assert pooled.weights(3, unlucky) == {LEVELS[0]: 1.0, LEVELS[1]: 1.0, LEVELS[2]: 1.0}   # 2/12 is in the band
+    assert band.weights(3, unlucky)[LEVELS[0]] == 0.1                                    # the last batch alone: out
+    with pytest.raises(ValueError, match="band_window"):
+        C.CurriculumConfig("band", band_window=0)
     uniform = C.Curriculum(C.CurriculumConfig("uniform", episodes=6), pools)
     assert {t: len(s) for t, s in uniform.plan(0, []).items()} == {t: 2 for t in LEVELS}
     everything = C.Curriculum(C.CurriculumConfig(), pools)

@@ -11,7 +11,9 @@ experiment's tasks, then draws each task's seeds from its pool of training seeds
   al. 2019, "Teacher algorithms for curriculum learning of Deep RL"); a task not yet played twice
   counts as the most promising;
 - ``band``: the tasks whose last success rate lies inside ``band`` (neither hopeless nor solved)
-  weigh 1, the others ``outside``;
+  weigh 1, the others ``outside``; with ``band_window`` N > 1 the rate is pooled over the last N
+  iterations that played the task (successes over episodes), so that one unlucky small batch does not
+  push a level out;
 - ``planner``: an LLM reads a summary of the per-level results and names the level to train on next
   (the seed design's section 4.3); ``planner_weight`` of the episodes go to it, the rest as
   ``progress`` would give them. An answer outside the level names cannot happen (a constrained
@@ -31,7 +33,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["CurriculumConfig", "Curriculum", "KINDS", "known_settings", "allocate", "learning_progress",
-           "success_rates", "planner_prompt", "llm_planner"]
+           "success_rates", "pooled_success", "planner_prompt", "llm_planner"]
 
 KINDS = ("all", "uniform", "progress", "band", "planner")
 
@@ -45,6 +47,7 @@ class CurriculumConfig:
     episodes: int = 8  # seeds per iteration over all tasks, each played by every run of the group ("all": every seed)
     window: int = 2  # iterations per side of the learning-progress difference
     band: tuple[float, float] = (0.1, 0.9)
+    band_window: int = 1  # iterations pooled (by episodes) for the band's success rate; 1: the last one
     outside: float = 0.1  # weight of a task outside the band
     epsilon: float = 0.2  # share of the episodes spread evenly over the tasks
     planner_weight: float = 0.5  # share of the episodes the planner's level gets
@@ -53,8 +56,8 @@ class CurriculumConfig:
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             raise ValueError(f"curriculum kind {self.kind!r} is not one of {', '.join(KINDS)}")
-        if self.episodes < 1 or self.window < 1:
-            raise ValueError("curriculum episodes and window must be at least 1")
+        if self.episodes < 1 or self.window < 1 or self.band_window < 1:
+            raise ValueError("curriculum episodes, window and band_window must be at least 1")
         lo, hi = self.band
         if not 0.0 <= lo < hi <= 1.0:
             raise ValueError(f"curriculum band {self.band} must satisfy 0 <= low < high <= 1")
@@ -128,6 +131,22 @@ def success_rates(history: Sequence[Mapping[str, Any]]) -> dict[str, list[float]
     return out
 
 
+def pooled_success(history: Sequence[Mapping[str, Any]], window: int) -> dict[str, float]:
+    """Each played task's success rate over the last ``window`` iterations that played it: successes
+    (rate x episodes) over episodes, from the rows' ``episodes:<task>`` and ``success_rate:<task>``."""
+    played: dict[str, list[tuple[float, float]]] = {}
+    for row in history:
+        for key, n in row.items():
+            if key.startswith("episodes:") and n:
+                task = key.split(":", 1)[1]
+                played.setdefault(task, []).append((float(n), float(row[f"success_rate:{task}"])))
+    out = {}
+    for task, seen in played.items():
+        recent = seen[-window:]
+        out[task] = sum(n * r for n, r in recent) / sum(n for n, _ in recent)
+    return out
+
+
 def learning_progress(rates: Sequence[float], window: int) -> float:
     """|mean of the last ``window`` rates - mean of the ``window`` before| (fewer: what there is); 1.0,
     the most, for a task played fewer than twice."""
@@ -189,8 +208,11 @@ class Curriculum:
             return progress
         if kind == "band":
             lo, hi = self.config.band
-            return {t: 1.0 if not rates.get(t) or lo <= rates[t][-1] <= hi else self.config.outside
-                    for t in tasks}
+            if self.config.band_window == 1:   # the last rate as it was recorded
+                last = {t: r[-1] for t, r in rates.items() if r}
+            else:
+                last = pooled_success(history, self.config.band_window)
+            return {t: 1.0 if t not in last or lo <= last[t] <= hi else self.config.outside for t in tasks}
         chosen = self._ask_planner(iteration, rates, tasks)  # kind == "planner"
         if chosen is None:
             return progress
