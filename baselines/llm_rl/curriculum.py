@@ -119,31 +119,30 @@ def allocate_within(weights: Mapping[str, float], episodes: int, epsilon: float,
             counts[t] += extra
 
 
-def success_rates(history: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
-    """Each task's success rate in every iteration that played it, in order, from the rows' columns
-    ``episodes:<task>`` and ``success_rate:<task>`` (the trainer's metrics.csv has them)."""
-    out: dict[str, list[float]] = {}
+def _played(history: Sequence[Mapping[str, Any]]) -> dict[str, list[tuple[float, float]]]:
+    """Each task's (episodes, success rate) in every iteration that played it, in order, from the rows'
+    columns ``episodes:<task>`` and ``success_rate:<task>`` (the trainer's metrics.csv has them)."""
+    out: dict[str, list[tuple[float, float]]] = {}
     for row in history:
         for key, n in row.items():
             if key.startswith("episodes:") and n:
                 task = key.split(":", 1)[1]
-                out.setdefault(task, []).append(float(row[f"success_rate:{task}"]))
+                out.setdefault(task, []).append((float(n), float(row[f"success_rate:{task}"])))
     return out
+
+
+def success_rates(history: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Each task's success rate in every iteration that played it, in order (see `_played`)."""
+    return {task: [r for _, r in seen] for task, seen in _played(history).items()}
 
 
 def pooled_success(history: Sequence[Mapping[str, Any]], window: int) -> dict[str, float]:
     """Each played task's success rate over the last ``window`` iterations that played it: successes
-    (rate x episodes) over episodes, from the rows' ``episodes:<task>`` and ``success_rate:<task>``."""
-    played: dict[str, list[tuple[float, float]]] = {}
-    for row in history:
-        for key, n in row.items():
-            if key.startswith("episodes:") and n:
-                task = key.split(":", 1)[1]
-                played.setdefault(task, []).append((float(n), float(row[f"success_rate:{task}"])))
+    (rate x episodes) over episodes; one iteration's rate as it was recorded."""
     out = {}
-    for task, seen in played.items():
+    for task, seen in _played(history).items():
         recent = seen[-window:]
-        out[task] = sum(n * r for n, r in recent) / sum(n for n, _ in recent)
+        out[task] = recent[0][1] if len(recent) == 1 else sum(n * r for n, r in recent) / sum(n for n, _ in recent)
     return out
 
 
@@ -208,10 +207,7 @@ class Curriculum:
             return progress
         if kind == "band":
             lo, hi = self.config.band
-            if self.config.band_window == 1:   # the last rate as it was recorded
-                last = {t: r[-1] for t, r in rates.items() if r}
-            else:
-                last = pooled_success(history, self.config.band_window)
+            last = pooled_success(history, self.config.band_window)
             return {t: 1.0 if t not in last or lo <= last[t] <= hi else self.config.outside for t in tasks}
         chosen = self._ask_planner(iteration, rates, tasks)  # kind == "planner"
         if chosen is None:

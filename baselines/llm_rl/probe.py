@@ -26,6 +26,7 @@ import argparse
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +45,20 @@ from .model import (
 )
 
 
+def episode_calls(folder: str | Path) -> Iterator[list[dict[str, Any]]]:
+    """The call lines of each episode recorded under ``folder`` (the proxy's ``*/run*-ep*.jsonl``), in order."""
+    for path in sorted(Path(folder).glob("*/run*-ep*.jsonl")):
+        lines = (json.loads(line) for line in path.read_text().splitlines() if line.strip())
+        yield [rec for rec in lines if rec.get("type") == "call"]
+
+
 def recorded_prompts(folder: str | Path, n: int, tokenizer: Any) -> list[tuple[list[int], list[str]]]:
     """``n`` evenly spaced (prompt ids, choices) of the guided calls recorded under ``folder``."""
     calls: list[tuple[list[int], list[str]]] = []
-    for path in sorted(Path(folder).glob("*/run*-ep*.jsonl")):
-        for line in path.read_text().splitlines():
-            rec = json.loads(line) if line.strip() else {}
+    for episode in episode_calls(folder):
+        for rec in episode:
             choices = (rec.get("params") or {}).get("guided_choice")
-            if rec.get("type") == "call" and choices:
+            if choices:
                 calls.append((list(rec.get("prompt_token_ids") or prompt_ids(tokenizer, rec["messages"])), choices))
     if not calls:
         raise ValueError(f"{folder}: no recorded call with guided choices (a --trajectories folder of evaluate)")
@@ -65,13 +72,10 @@ def call_counts(folder: str | Path) -> dict[str, Any]:
     answers: Counter[str] = Counter()
     pairs: set[tuple[str, tuple[int, ...] | str, str]] = set()
     calls = repeat_previous = repeat_earlier = 0
-    for path in sorted(Path(folder).glob("*/run*-ep*.jsonl")):
+    for episode in episode_calls(folder):
         seen: set[tuple[int, ...] | str] = set()
         previous: tuple[int, ...] | str | None = None
-        for line in path.read_text().splitlines():
-            rec = json.loads(line) if line.strip() else {}
-            if rec.get("type") != "call":
-                continue
+        for rec in episode:
             ids = rec.get("prompt_token_ids")
             prompt = tuple(ids) if ids else json.dumps(rec.get("messages"), sort_keys=True)
             calls += 1
