@@ -11,7 +11,7 @@ It also prints the compute each run spent (environment steps, LLM calls, tokens,
 Markdown table, for the README.
 
     python -m baselines.llm_rl.plot_curves runs/llm_rl/babyai5-seed{0,1,2}/metrics.csv \\
-        baselines/llm_rl/curves/babyai5 --title "SmolLM2-135M-Instruct on five BabyAI levels"
+        baselines/llm_rl/curves/babyai5       (--title TEXT: default, the experiments and seeds plotted)
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -124,10 +125,24 @@ def plot(metrics: dict[str, list[dict]], validation: dict[str, list[dict]], out:
     return png
 
 
+def default_title(runs: list[str]) -> str:
+    """What the runs are, from their folders' names (``<experiment>-seed<N>``): "SmolLM2-135M-Instruct,
+    baselines/llm_rl: babyai5-group (seeds 0, 1)"; a folder named otherwise is named as it is."""
+    seeds: dict[str, list[str]] = {}
+    for name in runs:
+        m = re.fullmatch(r"(.+)-seed(\d+)", name)
+        exp, seed = (m.group(1), m.group(2)) if m else (name, "")
+        seeds.setdefault(exp, [])
+        if seed:
+            seeds[exp].append(seed)
+    parts = [f"{exp} (seed{'s' if len(s) > 1 else ''} {', '.join(s)})" if s else exp for exp, s in seeds.items()]
+    return "SmolLM2-135M-Instruct, baselines/llm_rl: " + "; ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m baselines.llm_rl.plot_curves", description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="+", help="the runs' metrics.csv files, then the output stem (PNG and copies)")
-    ap.add_argument("--title", default="SmolLM2-135M-Instruct, REINFORCE with a batch baseline on BabyAI GoToRedBall")
+    ap.add_argument("--title", help="default: the experiments and seeds plotted, from the run folders' names")
     args = ap.parse_args(argv)
     if len(args.paths) < 2:
         ap.error("pass at least one metrics.csv and the output stem")
@@ -138,7 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         shutil.copyfile(src, stem.parent / f"{src.parent.name}.csv")
         if validation[src.parent.name]:
             shutil.copyfile(src.with_name("validation.csv"), stem.parent / f"{src.parent.name}.validation.csv")
-    print(plot(metrics, validation, stem, args.title))
+    print(plot(metrics, validation, stem, args.title or default_title([src.parent.name for src in sources])))
     print(compute_table(metrics))
 
 
