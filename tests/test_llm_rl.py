@@ -355,6 +355,15 @@ def test_training_suite_is_disjoint_from_evaluation_seeds(tiny):
     assert group_uniform.curriculum.kind == "uniform" and same(group_uniform) == same(group)
     assert {**group.__dict__, "name": "", "group_size": 1, "baseline": "batch", "curriculum": None} == \
         {**step.__dict__, "name": "", "curriculum": None}  # otherwise babyai5-step's update
+    # the design probe's seeds are held out from every experiment's training and curve, and from the suite's
+    probe = load_suite(str(T.HERE / "experiments" / "probe-learnable.toml"))
+    assert list(probe.task_ids) == ["babyai/GoToRedBall", "babyai/GoToLocal", "babyai/PickupLoc"] and probe.runs == 1
+    for task in probe.tasks:
+        used = set(v1.task(task.id).seeds)
+        for cfg in (five, uniform, step, step_uniform, group, group_uniform):
+            used |= {s for t in cfg.tasks if t.task == task.id for s in t.seeds} | set(cfg.validation.seeds)
+        assert len(task.seeds) == 40 and not used & set(task.seeds)
+        assert task.low.value == v1.task(task.id).low.value   # scored on v1's scale
     import tomllib
 
     suite = parse_suite(tomllib.loads(T.suite_toml(good)))
@@ -876,6 +885,9 @@ def test_the_curves_plot_the_held_out_interval_and_count_the_compute(tmp_path):
     assert table.splitlines()[-1] == "| all | 6 | 600 | 600 | 66,000 | 1.00 h |"
     with pytest.raises(SystemExit, match="does not exist"):
         plot_curves.main([str(tmp_path / "nothing.csv"), str(out)])
+    # the default title says what was plotted, not some other experiment
+    assert plot_curves.default_title(["babyai5-group-seed0", "babyai5-group-seed1", "gotoredball-seed2", "x"]) == \
+        "SmolLM2-135M-Instruct, baselines/llm_rl: babyai5-group (seeds 0, 1); gotoredball (seed 2); x"
 
 
 def test_a_second_training_seed_takes_the_base_models_held_out_point_from_the_first(tiny, tmp_path):
