@@ -49,6 +49,30 @@ def test_the_babyai5_stage_trains_every_seed_resumably_then_evaluates_and_compar
     assert (tmp_path / "out" / "compare.txt").exists()
 
 
+def test_the_probe_step_plays_the_held_out_levels_for_base_and_both_arms_then_compares(tmp_path):
+    proc, calls = _stage(tmp_path, "probe", EXPERIMENT="babyai5-group", PROBE_BASE=str(tmp_path / "p" / "base.json"))
+    assert proc.returncode == 0, proc.stderr
+    evals = [c for c in calls if c.startswith("-m baselines.llm_rl.evaluate")]
+    assert all("--suite baselines/llm_rl/experiments/probe-learnable.toml --runs" in c for c in evals)
+    assert not any("--domains" in c or "--suite v1" in c for c in evals)
+    outs = [(c.split("--out ")[1].split()[0], c.split("--runs ")[1].split()[0]) for c in evals]
+    assert outs == [(f"{tmp_path}/p/base.json", "5"), (f"{tmp_path}/out/probe-trained.json", "5"),
+                    (f"{tmp_path}/out/probe-uniform.json", "3")]
+    assert "--weights" not in evals[0]
+    assert evals[1].split("--weights ")[1].split()[:5] == \
+        [f"{tmp_path}/runs/babyai5-group-seed{r}/checkpoint.pt" for r in range(5)]
+    assert evals[2].split("--weights ")[1].split()[:3] == \
+        [f"{tmp_path}/runs/babyai5-group-uniform-seed{r}/checkpoint.pt" for r in range(3)]
+    compares = [c for c in calls if c.startswith("-m polar_bench compare")]
+    assert compares == [f"-m polar_bench compare {tmp_path}/p/base.json {tmp_path}/out/probe-trained.json",
+                        f"-m polar_bench compare {tmp_path}/out/probe-uniform.json {tmp_path}/out/probe-trained.json"]
+    assert (tmp_path / "out" / "probe-compare.txt").exists()
+    # and the default steps still evaluate on suite v1 (SUITE set for the probe only)
+    (tmp_path / "d").mkdir()
+    _, default = _stage(tmp_path / "d", "base")
+    assert len(default) == 1 and "--suite v1 --domains babyai --runs 5" in default[0]
+
+
 def test_an_unknown_stage_step_is_refused_before_anything_runs(tmp_path):
     proc, calls = _stage(tmp_path, "base", "evaluat")
     assert proc.returncode == 2 and "unknown step evaluat" in proc.stderr and calls == []

@@ -16,6 +16,10 @@
 #   trained    the curriculum arm's five trained models, run R playing seed R's weights
 #   uniform    the uniform arm's three trained models, runs 0-2
 #   compare    polar_bench compare: trained against base, and the curriculum against the uniform arm
+#   probe      (not in the default list) the design probe, experiments/probe-learnable.toml (3 learnable
+#              levels x 40 held-out seeds): the base model (5 runs, one file for every experiment:
+#              PROBE_BASE), the curriculum arm (5 runs) and the uniform arm (3 runs), both comparisons
+#              in <OUT>/probe-compare.txt; 120 episodes per run, about 15 minutes per run on one core
 # Results (committed): baselines/llm_rl/results/v1-<experiment>/{trained,uniform}.json and compare.txt;
 # each evaluation journals its episodes (<out>.episodes.jsonl), so a stopped one resumes.
 # Everything runs niced, one thread, bfloat16 serving, as the experiment's training does. RUNS and OUT
@@ -27,6 +31,7 @@ RUNS=${RUNS:-runs/llm_rl}
 EXP=${EXPERIMENT:-babyai5}
 OUT=${OUT:-baselines/llm_rl/results/v1-$EXP}
 BASE_OUT=${BASE_OUT:-baselines/llm_rl/results/v1-babyai-base.json}
+PROBE_BASE=${PROBE_BASE:-baselines/llm_rl/results/probe/base-5runs.json}
 E=baselines/llm_rl/experiments
 if [ ! -f "$E/$EXP.yaml" ] || [ ! -f "$E/$EXP-uniform.yaml" ]; then
     echo "no $E/$EXP.yaml with its $EXP-uniform.yaml twin (EXPERIMENT names a curriculum arm)" >&2; exit 2
@@ -34,11 +39,11 @@ fi
 STEPS=${*:-train base trained uniform compare}
 for step in $STEPS; do
     case $step in
-        train|base|trained|uniform|compare) ;;
-        *) echo "unknown step $step (train, base, trained, uniform, compare)" >&2; exit 2 ;;
+        train|base|trained|uniform|compare|probe) ;;
+        *) echo "unknown step $step (train, base, trained, uniform, compare, probe)" >&2; exit 2 ;;
     esac
 done
-mkdir -p "$OUT" "$RUNS" "$(dirname "$BASE_OUT")"
+mkdir -p "$OUT" "$RUNS" "$(dirname "$BASE_OUT")" "$(dirname "$PROBE_BASE")"
 
 train() {  # CONFIG NAME SEED
     local reuse=() d
@@ -50,14 +55,15 @@ train() {  # CONFIG NAME SEED
     nice -n 10 "$PY" -m baselines.llm_rl.train --config "$1" --seed "$3" --out-dir "$RUNS/$2-seed$3" --resume \
         "${reuse[@]}" >> "$RUNS/$2-seed$3.log" 2>&1
 }
-evaluate() {  # OUT RUNS [WEIGHTS ...]
+evaluate() {  # OUT RUNS [WEIGHTS ...]: on suite v1's BabyAI domain (SUITE=... elsewhere)
     local out=$1 runs=$2
     shift 2
-    local weights=()
+    local weights=() where=(--suite v1 --domains babyai)
     if [ $# -gt 0 ]; then weights=(--weights "$@"); fi
+    if [ -n "${SUITE:-}" ]; then where=(--suite "$SUITE"); fi
     echo "$(date -u +%FT%TZ) evaluate $out ($runs runs)"
     nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${weights[@]}" --dtype bfloat16 --threads 1 \
-        --out "$out" -- --suite v1 --domains babyai --runs "$runs" --workers 1
+        --out "$out" -- "${where[@]}" --runs "$runs" --workers 1
 }
 checkpoints() {  # NAME SEED...
     local name=$1
@@ -81,5 +87,16 @@ for step in $STEPS; do
                 echo
                 "$PY" -m polar_bench compare "$OUT/uniform.json" "$OUT/trained.json"
             } | tee "$OUT/compare.txt" ;;
+        probe)
+            SUITE=$E/probe-learnable.toml evaluate "$PROBE_BASE" 5
+            # shellcheck disable=SC2046
+            SUITE=$E/probe-learnable.toml evaluate "$OUT/probe-trained.json" 5 $(checkpoints "$EXP" 0 1 2 3 4)
+            # shellcheck disable=SC2046
+            SUITE=$E/probe-learnable.toml evaluate "$OUT/probe-uniform.json" 3 $(checkpoints "$EXP-uniform" 0 1 2)
+            {
+                "$PY" -m polar_bench compare "$PROBE_BASE" "$OUT/probe-trained.json"
+                echo
+                "$PY" -m polar_bench compare "$OUT/probe-uniform.json" "$OUT/probe-trained.json"
+            } | tee "$OUT/probe-compare.txt" ;;
     esac
 done
