@@ -67,9 +67,9 @@ def test_the_probe_step_plays_the_held_out_levels_for_base_and_both_arms_then_co
     assert compares == [f"-m polar_bench compare {tmp_path}/p/base.json {tmp_path}/out/probe-trained.json",
                         f"-m polar_bench compare {tmp_path}/out/probe-uniform.json {tmp_path}/out/probe-trained.json"]
     assert (tmp_path / "out" / "probe-compare.txt").exists()
-    # and the default steps still evaluate on suite v1 (SUITE set for the probe only)
+    # and the other steps still evaluate on suite v1, whatever the caller's environment holds
     (tmp_path / "d").mkdir()
-    _, default = _stage(tmp_path / "d", "base")
+    _, default = _stage(tmp_path / "d", "base", SUITE="v2")
     assert len(default) == 1 and "--suite v1 --domains babyai --runs 5" in default[0]
 
 

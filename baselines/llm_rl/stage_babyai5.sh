@@ -55,12 +55,13 @@ train() {  # CONFIG NAME SEED
     nice -n 10 "$PY" -m baselines.llm_rl.train --config "$1" --seed "$3" --out-dir "$RUNS/$2-seed$3" --resume \
         "${reuse[@]}" >> "$RUNS/$2-seed$3.log" 2>&1
 }
-evaluate() {  # OUT RUNS [WEIGHTS ...]: on suite v1's BabyAI domain (SUITE=... elsewhere)
-    local out=$1 runs=$2
-    shift 2
-    local weights=() where=(--suite v1 --domains babyai)
+evaluate() {  # v1|probe OUT RUNS [WEIGHTS ...]: suite v1's BabyAI domain, or the design probe
+    local where=(--suite v1 --domains babyai)
+    if [ "$1" = probe ]; then where=(--suite "$E/probe-learnable.toml"); fi
+    local out=$2 runs=$3
+    shift 3
+    local weights=()
     if [ $# -gt 0 ]; then weights=(--weights "$@"); fi
-    if [ -n "${SUITE:-}" ]; then where=(--suite "$SUITE"); fi
     echo "$(date -u +%FT%TZ) evaluate $out ($runs runs)"
     nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${weights[@]}" --dtype bfloat16 --threads 1 \
         --out "$out" -- "${where[@]}" --runs "$runs" --workers 1
@@ -76,11 +77,11 @@ for step in $STEPS; do
         train)
             for r in 0 1 2 3 4; do train "$E/$EXP.yaml" "$EXP" "$r"; done
             for r in 0 1 2; do train "$E/$EXP-uniform.yaml" "$EXP-uniform" "$r"; done ;;
-        base) evaluate "$BASE_OUT" 5 ;;
+        base) evaluate v1 "$BASE_OUT" 5 ;;
         # shellcheck disable=SC2046  # one checkpoint per run
-        trained) evaluate "$OUT/trained.json" 5 $(checkpoints "$EXP" 0 1 2 3 4) ;;
+        trained) evaluate v1 "$OUT/trained.json" 5 $(checkpoints "$EXP" 0 1 2 3 4) ;;
         # shellcheck disable=SC2046
-        uniform) evaluate "$OUT/uniform.json" 3 $(checkpoints "$EXP-uniform" 0 1 2) ;;
+        uniform) evaluate v1 "$OUT/uniform.json" 3 $(checkpoints "$EXP-uniform" 0 1 2) ;;
         compare)
             {
                 "$PY" -m polar_bench compare "$BASE_OUT" "$OUT/trained.json"
@@ -88,11 +89,11 @@ for step in $STEPS; do
                 "$PY" -m polar_bench compare "$OUT/uniform.json" "$OUT/trained.json"
             } | tee "$OUT/compare.txt" ;;
         probe)
-            SUITE=$E/probe-learnable.toml evaluate "$PROBE_BASE" 5
+            evaluate probe "$PROBE_BASE" 5
             # shellcheck disable=SC2046
-            SUITE=$E/probe-learnable.toml evaluate "$OUT/probe-trained.json" 5 $(checkpoints "$EXP" 0 1 2 3 4)
+            evaluate probe "$OUT/probe-trained.json" 5 $(checkpoints "$EXP" 0 1 2 3 4)
             # shellcheck disable=SC2046
-            SUITE=$E/probe-learnable.toml evaluate "$OUT/probe-uniform.json" 3 $(checkpoints "$EXP-uniform" 0 1 2)
+            evaluate probe "$OUT/probe-uniform.json" 3 $(checkpoints "$EXP-uniform" 0 1 2)
             {
                 "$PY" -m polar_bench compare "$PROBE_BASE" "$OUT/probe-trained.json"
                 echo
