@@ -71,6 +71,17 @@ checkpoints() {  # NAME SEED...
     shift
     for r in "$@"; do echo "$RUNS/$name-seed$r/checkpoint.pt"; done
 }
+# shellcheck disable=SC2046  # one checkpoint per run
+trained_arm() { evaluate "$1" "$2" 5 $(checkpoints "$EXP" 0 1 2 3 4); }   # v1|probe OUT
+# shellcheck disable=SC2046
+uniform_arm() { evaluate "$1" "$2" 3 $(checkpoints "$EXP-uniform" 0 1 2); }
+compare_arms() {  # BASE TRAINED UNIFORM REPORT: trained against base, then the curriculum against uniform
+    {
+        "$PY" -m polar_bench compare "$1" "$2"
+        echo
+        "$PY" -m polar_bench compare "$3" "$2"
+    } | tee "$4"
+}
 
 for step in $STEPS; do
     case $step in
@@ -78,26 +89,13 @@ for step in $STEPS; do
             for r in 0 1 2 3 4; do train "$E/$EXP.yaml" "$EXP" "$r"; done
             for r in 0 1 2; do train "$E/$EXP-uniform.yaml" "$EXP-uniform" "$r"; done ;;
         base) evaluate v1 "$BASE_OUT" 5 ;;
-        # shellcheck disable=SC2046  # one checkpoint per run
-        trained) evaluate v1 "$OUT/trained.json" 5 $(checkpoints "$EXP" 0 1 2 3 4) ;;
-        # shellcheck disable=SC2046
-        uniform) evaluate v1 "$OUT/uniform.json" 3 $(checkpoints "$EXP-uniform" 0 1 2) ;;
-        compare)
-            {
-                "$PY" -m polar_bench compare "$BASE_OUT" "$OUT/trained.json"
-                echo
-                "$PY" -m polar_bench compare "$OUT/uniform.json" "$OUT/trained.json"
-            } | tee "$OUT/compare.txt" ;;
+        trained) trained_arm v1 "$OUT/trained.json" ;;
+        uniform) uniform_arm v1 "$OUT/uniform.json" ;;
+        compare) compare_arms "$BASE_OUT" "$OUT/trained.json" "$OUT/uniform.json" "$OUT/compare.txt" ;;
         probe)
             evaluate probe "$PROBE_BASE" 5
-            # shellcheck disable=SC2046
-            evaluate probe "$OUT/probe-trained.json" 5 $(checkpoints "$EXP" 0 1 2 3 4)
-            # shellcheck disable=SC2046
-            evaluate probe "$OUT/probe-uniform.json" 3 $(checkpoints "$EXP-uniform" 0 1 2)
-            {
-                "$PY" -m polar_bench compare "$PROBE_BASE" "$OUT/probe-trained.json"
-                echo
-                "$PY" -m polar_bench compare "$OUT/probe-uniform.json" "$OUT/probe-trained.json"
-            } | tee "$OUT/probe-compare.txt" ;;
+            trained_arm probe "$OUT/probe-trained.json"
+            uniform_arm probe "$OUT/probe-uniform.json"
+            compare_arms "$PROBE_BASE" "$OUT/probe-trained.json" "$OUT/probe-uniform.json" "$OUT/probe-compare.txt" ;;
     esac
 done
