@@ -611,6 +611,36 @@ def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, ca
     assert code == 2 and "belongs to a different evaluation" in err
 
 
+def test_a_journal_of_fewer_runs_is_extended_and_its_episodes_kept(tmp_path, capsys):
+    """Evaluate run 0, then runs 0-2 with the same --out (one trained instance per session, say): run
+    0's episodes are kept, only runs 1-2 play, and the results equal a single 3-run evaluation's,
+    digests included. More runs than the new selection is refused, as more tasks is."""
+    agent = str(EXAMPLES / "random_agent.py")
+    ref = str(tmp_path / "ref.json")
+    common = ["--suite", TINY, "--workers", "1", "--no-progress"]
+    assert run_cli(["evaluate", agent, *common, "--runs", "3", "--out", ref], capsys)[0] == 0
+    out = str(tmp_path / "r.json")
+    code, _, err = run_cli(["evaluate", agent, *common, "--runs", "1", "--out", out], capsys)
+    assert code == 0, err
+    journal = tmp_path / "r.episodes.jsonl"
+    first = [r for r in map(json.loads, journal.read_text().splitlines()) if "journal" not in r]
+    assert first and {r["run"] for r in first} == {0}
+    code, _, err = run_cli(["evaluate", agent, *common, "--runs", "3", "--out", out], capsys)
+    assert code == 0, err
+    episodes = [r for r in map(json.loads, journal.read_text().splitlines()) if "journal" not in r]
+    assert episodes[:len(first)] == first                            # kept, not replayed
+    assert {r["run"] for r in episodes[len(first):]} == {1, 2}
+
+    def played(path: str) -> list[tuple]:
+        return sorted((e["task"], e["run"], e["index"], e["seed"], e["return"], e["digest"])
+                      for e in read_results(path).to_json()["episodes"])
+
+    assert played(out) == played(ref)
+    assert read_results(out).to_json()["config"]["runs"] == 3
+    code, _, err = run_cli(["evaluate", agent, *common, "--runs", "2", "--out", out], capsys)
+    assert code == 2 and "more runs" in err, err
+
+
 @pytest.mark.parametrize("option, needle", [('max_episode_steps = 0', "max_episode_steps"),
                                             ('gravity_wells = 3', "gravity_wells")])
 def test_a_bad_task_option_is_a_suite_error_before_any_episode(tmp_path, capsys, option, needle):

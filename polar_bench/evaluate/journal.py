@@ -16,11 +16,15 @@ __all__ = ["Journal", "Progress"]
 
 def _extends(old: dict | None, new: dict) -> bool:
     """Whether a journal written for identity ``old`` may be resumed by the evaluation ``new``: the
-    same agent file, suite, runs and episode count, and every task of ``old`` among ``new``'s."""
+    same agent file, suite and episode count, every task of ``old`` among ``new``'s, and no more runs
+    than ``new`` (run R's episodes are the same whatever the run count: evaluating runs 0-1 of a
+    trained agent in one session and runs 0-4 in a later one plays only runs 2-4 there)."""
     if not isinstance(old, dict) or set(old) != set(new):
         return False
-    same = all(old[k] == new[k] for k in new if k != "tasks")
-    return same and set(old.get("tasks") or ()) <= set(new.get("tasks") or ())
+    same = all(old[k] == new[k] for k in new if k not in ("tasks", "runs"))
+    runs_old, runs_new = old.get("runs"), new.get("runs")
+    fewer_runs = runs_old == runs_new or (type(runs_old) is int and type(runs_new) is int and runs_old <= runs_new)
+    return same and fewer_runs and set(old.get("tasks") or ()) <= set(new.get("tasks") or ())
 
 
 class Journal:
@@ -49,8 +53,8 @@ class Journal:
         except OSError as exc:
             raise UserError(f"cannot write the journal {path} ({exc.strerror}); choose a writable --out") from None
         if not self._has_header:
-            # A new journal, or one of an evaluation of fewer tasks that this one extends (evaluate a
-            # domain first, then the whole suite with the same --out: the finished episodes are kept).
+            # A new journal, or one of an evaluation of fewer tasks or runs that this one extends (evaluate
+            # a domain first, then the whole suite with the same --out: the finished episodes are kept).
             self.started = self.started or utc_now()
             self._write({"journal": 1, "identity": identity, "started": self.started})
 
@@ -73,8 +77,8 @@ class Journal:
                 if not _extends(rec.get("identity"), self.identity):
                     raise UserError(
                         f"the journal {self.path} belongs to a different evaluation (another agent file, "
-                        f"suite, run count or tasks that are not all in this selection); delete it to "
-                        f"start afresh, or choose another --out")
+                        f"suite or episode count, more runs, or tasks that are not all in this selection); "
+                        f"delete it to start afresh, or choose another --out")
                 self._has_header = rec.get("identity") == self.identity
                 self.started = self.started or rec.get("started")
             else:
