@@ -16,8 +16,8 @@ from typing import Any
 
 from .errors import UserError
 
-__all__ = ["PORTABLE", "NATIVE", "MODES", "PORTABLE_ENV", "NumericsError", "cpu_flags", "portable_supported",
-           "enter", "in_force"]
+__all__ = ["PORTABLE", "NATIVE", "MODES", "PORTABLE_ENV", "NumericsError", "cpu_flags", "cpu_name",
+           "portable_supported", "enter", "in_force"]
 
 PORTABLE = "avx2-portable"
 NATIVE = "native"
@@ -32,17 +32,27 @@ class NumericsError(UserError):
     """The portable mode cannot be had here: a CPU without AVX2 and FMA, or torch already computing."""
 
 
-def cpu_flags() -> frozenset[str]:
-    """The instruction-set flags of this machine's first CPU (empty where /proc/cpuinfo is not there)."""
+def _cpuinfo(field: str) -> str | None:
+    """The value of ``field`` for this machine's first CPU in /proc/cpuinfo (None where it is not there)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 key, _, value = line.partition(":")
-                if key.strip() == "flags":
-                    return frozenset(value.split())
+                if key.strip() == field:
+                    return value.strip()
     except OSError:
         pass
-    return frozenset()
+    return None
+
+
+def cpu_flags() -> frozenset[str]:
+    """The instruction-set flags of this machine's first CPU (empty where /proc/cpuinfo is not there)."""
+    return frozenset((_cpuinfo("flags") or "").split())
+
+
+def cpu_name() -> str:
+    """This machine's CPU model, as /proc/cpuinfo names it (else what `platform` knows)."""
+    return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
 def portable_supported(flags: frozenset[str] | None = None) -> tuple[bool, str]:

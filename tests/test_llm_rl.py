@@ -1119,3 +1119,60 @@ def test_power_blind_policy_moving_beats_toggling_on_gotoredball():
     assert power.blind("GoToRedBall", [0.3, 0.1, 0.6, 0, 0, 0], episodes=20) == (moving, moving_return)
     with pytest.raises(ValueError, match="six|6 non-negative"):
         power.blind("GoToRedBall", [1, 1], episodes=1)
+
+
+def test_trained_instances_of_different_sessions_play_run_by_run_into_one_results_file(tiny, tmp_path, capsys):
+    """Seed 0's weights exist in one session, seed 1's in a later one: run 0 is played with seed 0's
+    checkpoint, then run 1 with seed 1's and run 0 given as journaled. The results equal a single
+    evaluation of both runs, and the upstream record keeps both runs' weight digests and both sessions."""
+    pytest.importorskip("minigrid")
+    pytest.importorskip("openai")
+    from baselines.llm_rl import evaluate as E
+    from polar_bench.results import read_results
+
+    model, _ = _load(tiny)
+    ckpts = []
+    for k, scale in enumerate((3.0, 0.5, 2.0)):
+        ckpts.append(str(tmp_path / f"seed{k}.pt"))
+        torch.save({"trained": {"model.norm.weight": model.model.norm.weight.detach() * scale}}, ckpts[-1])
+    where = ["--suite", "v1", "--tasks", "babyai/GoToRedBall", "--episodes", "2", "--workers", "1", "--no-progress"]
+
+    def evaluate(out, weights, runs):
+        with pytest.raises(SystemExit) as exc:
+            E.main(["--model", tiny, "--weights", *weights, "--out", str(out), "--", *where, "--runs", str(runs)])
+        return exc.value.code, capsys.readouterr().err
+
+    def played(out):
+        return sorted((e["run"], e["index"], e["return"], e["digest"]) for e in read_results(out).to_json()["episodes"])
+
+    ref, out = tmp_path / "ref.json", tmp_path / "r.json"
+    assert evaluate(ref, ckpts[:2], 2)[0] == 0
+    assert evaluate(out, ckpts[:1], 1)[0] == 0
+    first = json.loads(out.with_suffix(".upstream.json").read_text())
+    code, err = evaluate(out, [E.JOURNALED, ckpts[1]], 2)
+    assert code == 0, err
+    assert played(out) == played(ref)
+    record = json.loads(out.with_suffix(".upstream.json").read_text())
+    digests = [r["state_sha256"] for r in record["runs"]]
+    assert digests == [r["state_sha256"] for r in json.loads(ref.with_suffix(".upstream.json").read_text())["runs"]]
+    assert digests[0] == first["runs"][0]["state_sha256"] != digests[1]   # carried over, and distinct
+    assert record["runs"][0]["weights"] == ckpts[0] and [s["weights"] for s in record["earlier"]] == [ckpts[:1]]
+    assert isinstance(record["bfloat16_instructions"], bool) and record["cpu"]
+    # a run given as journaled that the results file does not hold is refused before anything is served
+    code, err = evaluate(out, [E.JOURNALED, E.JOURNALED, E.JOURNALED, ckpts[2]], 4)
+    assert code == 2 and "run 2 as 'journaled'" in err and "none of its episodes" in err, err
+    code, err = evaluate(tmp_path / "nothing.json", [E.JOURNALED, ckpts[1]], 2)
+    assert code == 2 and "does not exist" in err, err
+    assert not (tmp_path / "nothing.episodes.jsonl").exists()
+
+
+def test_a_journaled_runs_place_answers_no_request():
+    from baselines.llm_rl.server import JOURNALED, NotServed, load_policies, pick_policy
+
+    served = object()
+    policies = [NotServed(0), served]
+    assert pick_policy(policies, {"model": "smollm2-run1"}) is served
+    with pytest.raises(ValueError, match="run 0's weights were given as 'journaled'"):
+        pick_policy(policies, {"model": "smollm2-run0"})
+    with pytest.raises(ValueError, match="nothing to serve"):
+        load_policies("unused", [JOURNALED, JOURNALED])

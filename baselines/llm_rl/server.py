@@ -36,6 +36,9 @@ from polar_bench.llm.proxy import JSONHandler, QuietHTTPServer
 from .model import DTYPES, Policy, Sampled, load_model, load_trained_state, pick_device, prompt_ids
 
 _RUN = re.compile(r"-run(\d+)$")
+# In a list of weights, a run whose episodes an earlier session already journaled (its checkpoint need not
+# exist any more): nothing is served for it, and `baselines.llm_rl.evaluate` checks that it is complete.
+JOURNALED = "journaled"
 
 
 class Stats:
@@ -79,6 +82,13 @@ class Replicas:
 Served = Policy | Replicas
 
 
+class NotServed:
+    """The place of a run whose weights are `JOURNALED`: asking for it is an error, never an answer."""
+
+    def __init__(self, run: int) -> None:
+        self.run = run
+
+
 def chat_completion(policy: Served, body: dict, model_name: str) -> dict:
     """The reply to one chat/completions request body (raises ValueError on a bad request)."""
     messages = body.get("messages")
@@ -110,17 +120,21 @@ def chat_completion(policy: Served, body: dict, model_name: str) -> dict:
     }
 
 
-def pick_policy(policies: Sequence[Served], body: dict) -> Served:
+def pick_policy(policies: Sequence[Served | NotServed], body: dict) -> Served:
     """The policy that answers ``body``: the only one, or with several (independently trained instances,
     one per evaluation run, as vLLM serves adapters by model name) the one whose index the requested
     model names: ``<anything>-run<R>``, as baselines/llm_rl/agent.py asks for run R."""
-    if len(policies) == 1:
+    if len(policies) == 1 and not isinstance(policies[0], NotServed):
         return policies[0]
     m = _RUN.search(str(body.get("model", "")))
     if m is None or int(m.group(1)) >= len(policies):
         raise ValueError(f"this server serves {len(policies)} trained instances, one per run: ask for the model "
                          f"'<name>-run<R>' with R below {len(policies)} (got model {body.get('model')!r})")
-    return policies[int(m.group(1))]
+    picked = policies[int(m.group(1))]
+    if isinstance(picked, NotServed):
+        raise ValueError(f"run {picked.run}'s weights were given as {JOURNALED!r} (its episodes are journaled): "
+                         f"this server does not serve it")
+    return picked
 
 
 def pinned_weights(agent: str | Path, store: str | None = None) -> list[str]:
@@ -141,9 +155,10 @@ def pinned_weights(agent: str | Path, store: str | None = None) -> list[str]:
 
 
 def load_policies(model_spec: str, weights: list[str], *, instances: int = 1, dtype: str = "float32",
-                  salt: int = 0, replicas: int = 1, device: str = "cpu") -> list[Served]:
+                  salt: int = 0, replicas: int = 1, device: str = "cpu") -> list[Served | NotServed]:
     """Policies to serve: the base model (``instances`` copies, so that runs served in parallel do not
-    queue behind one lock), or one per checkpoint in ``weights`` (run R gets ``weights[R]``), cast to
+    queue behind one lock), or one per checkpoint in ``weights`` (run R gets ``weights[R]``; `JOURNALED`
+    serves nothing for run R: `NotServed`), cast to
     ``dtype`` after loading (the trained layers are saved in float32) and moved to ``device`` (`pick_device`:
     ``cpu``, ``cuda[:N]`` or ``auto``). With ``replicas`` above 1 each is `Replicas` of that many
     identical copies, so that requests for the same run answer in parallel."""
@@ -153,11 +168,16 @@ def load_policies(model_spec: str, weights: list[str], *, instances: int = 1, dt
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     if replicas < 1:
         raise ValueError(f"replicas must be at least 1, got {replicas}")
+    if weights and all(w == JOURNALED for w in weights):
+        raise ValueError(f"every run's weights are {JOURNALED!r}: there is nothing to serve")
     dev = pick_device(device)
     base, tok = load_model(model_spec)
-    out: list[Served] = []
+    out: list[Served | NotServed] = []
     for k in range(len(weights) or instances):
-        model = base if k == 0 else copy.deepcopy(base)
+        if weights and weights[k] == JOURNALED:
+            out.append(NotServed(k))
+            continue
+        model = base if not out or all(isinstance(o, NotServed) for o in out) else copy.deepcopy(base)
         if weights:
             load_trained_state(model, torch.load(weights[k], map_location="cpu", weights_only=False)["trained"])
         model = model.to(device=dev, dtype=getattr(torch, dtype))
@@ -169,7 +189,7 @@ def load_policies(model_spec: str, weights: list[str], *, instances: int = 1, dt
     return out
 
 
-def policies_from_args(args: argparse.Namespace, salt: int = 0) -> list[Served]:
+def policies_from_args(args: argparse.Namespace, salt: int = 0) -> list[Served | NotServed]:
     """The policies a command line names (``--model``, ``--weights`` or ``--pinned``, ``--instances``,
     ``--dtype``, ``--replicas``, ``--device``); ``args.weights`` becomes the pinned files' paths. A bad
     choice is a one-line error and exit code 2."""
@@ -185,7 +205,7 @@ def policies_from_args(args: argparse.Namespace, salt: int = 0) -> list[Served]:
         sys.exit(2)
 
 
-def make_server(policy: Served | Sequence[Served], host: str = "127.0.0.1", port: int = 0,
+def make_server(policy: Served | Sequence[Served | NotServed], host: str = "127.0.0.1", port: int = 0,
                 model_name: str = "smollm2-rl") -> tuple[ThreadingHTTPServer, Stats]:
     """An HTTP server (not yet serving: call ``serve_forever``, e.g. in a thread) and its statistics.
     With a list of policies, each request goes to the one its model name picks (`pick_policy`)."""
@@ -223,7 +243,7 @@ def make_server(policy: Served | Sequence[Served], host: str = "127.0.0.1", port
     return server, stats
 
 
-def serve_in_thread(policy: Served | Sequence[Served], port: int = 0, model_name: str = "smollm2-rl",
+def serve_in_thread(policy: Served | Sequence[Served | NotServed], port: int = 0, model_name: str = "smollm2-rl",
                     ) -> tuple[ThreadingHTTPServer, Stats, str]:
     """Start serving in a daemon thread; returns (server, stats, base URL ending in /v1)."""
     server, stats = make_server(policy, port=port, model_name=model_name)

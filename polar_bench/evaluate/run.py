@@ -22,6 +22,7 @@ from ..agent import agent_file_hash
 from ..clock import utc_now
 from ..errors import AgentLoadError, UserError
 from ..harness import check_options
+from ..numerics import cpu_name
 from ..results import FORMAT_VERSION, write_results
 from ..results.model import Episode, ResultsFile, ResultsSuite, Status
 from .agents import DEFAULT_AGENT_DISK_MB, DEFAULT_AGENT_MEMORY_MB, probe_agent
@@ -45,16 +46,6 @@ def _git_state() -> tuple[str | None, bool | None]:
         return commit.stdout.strip(), bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return None, None
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 @contextmanager
@@ -264,7 +255,7 @@ def run_evaluation(cfg: EvalConfig) -> tuple[ResultsFile, int]:
         suite=_suite_record(cfg, units),
         versions={pkg: version_of(pkg) or "not installed" for pkg in sorted(set(cfg.suite.pins) | {"polar_bench"})},
         version_mismatches=mismatches, comparable=not mismatches, standard=cfg.makes_standard_results(),
-        environment={"python": platform.python_version(), "os": platform.platform(), "cpu": _cpu_name(),
+        environment={"python": platform.python_version(), "os": platform.platform(), "cpu": cpu_name(),
                      "cpu_count": os.cpu_count() or 1},
         agent={"path": agent_path, "sha256": agent_sha, "name": str(info.get("name", Path(agent_path).stem)),
                "info": info},
