@@ -885,6 +885,11 @@ def test_the_curves_plot_the_held_out_interval_and_count_the_compute(tmp_path):
     assert table.splitlines()[-1] == "| all | 6 | 600 | 600 | 66,000 | 1.00 h |"
     with pytest.raises(SystemExit, match="does not exist"):
         plot_curves.main([str(tmp_path / "nothing.csv"), str(out)])
+    # redrawn from the copies beside the plot (runs trained in sessions whose folders are gone): the same table
+    copies = [out.parent / f"exp-seed{s}.csv" for s in (0, 1)]
+    assert plot_curves.read_runs(copies) == plot_curves.read_runs(sources)
+    plot_curves.main([str(c) for c in copies] + [str(out), "--title", "t"])
+    assert (out.parent / "exp-seed0.validation.csv").is_file() and out.with_suffix(".png").is_file()
     # the default title says what was plotted, not some other experiment
     assert plot_curves.default_title(["babyai5-group-seed0", "babyai5-group-seed1", "gotoredball-seed2", "x"]) == \
         "SmolLM2-135M-Instruct, baselines/llm_rl: babyai5-group (seeds 0, 1); gotoredball (seed 2); x"
@@ -1176,3 +1181,35 @@ def test_a_journaled_runs_place_answers_no_request():
         pick_policy(policies, {"model": "smollm2-run0"})
     with pytest.raises(ValueError, match="nothing to serve"):
         load_policies("unused", [JOURNALED, JOURNALED])
+
+
+def test_serving_replicas_and_parallel_workers_do_not_change_training(tiny, tmp_path):
+    """Two workers answered by two replicas of the policy (a rollout on two cores) train the very same
+    weights as one worker and one policy: answers depend on the request's seed and the weights only,
+    and every replica's kept hidden states reach the update."""
+    pytest.importorskip("minigrid")
+    pytest.importorskip("openai")
+    digests, rows, kept = [], [], []
+    for workers, replicas in ((1, 1), (2, 2)):
+        model, tok = _load(tiny)
+        cfg = T.Config(name="rep", model=tiny, tasks=[T.TaskSpec("babyai/GoToRedBall", [1, 2, 3], 4)], group_size=2,
+                       iterations=2, trainable_layers=1, workers=workers, replicas=replicas, update_threads=1,
+                       validation=T.ValidationConfig(every=0))
+        trainer = T.Trainer(cfg, tmp_path / f"w{workers}", model=model, tokenizer=tok)
+
+        def rollout(trainer, it, folder):
+            traj = T.evaluate_rollout(trainer, it, folder)
+            kept.append(len(trainer.capture.store))   # what the update finds without a forward pass
+            return traj
+
+        trainer.rollout = rollout
+        history = trainer.run()
+        digests.append(M.state_digest(M.trained_state(trainer.model)))
+        keep = ("episodes", "return_mean", "env_steps", "llm_calls", "llm_tokens", "loss", "grad_norm", "update_rows")
+        rows.append([{k: r[k] for k in keep} for r in history])
+        assert all(r["logprob_mismatch_max"] < 1e-4 for r in history)   # the update saw what was served
+    assert digests[0] == digests[1] and rows[0] == rows[1]
+    assert kept[:2] == kept[2:] and min(kept) > 0                   # every replica's hidden states were merged
+    assert digests[0] != M.state_digest(M.trained_state(_load(tiny)[0]))   # it did train
+    with pytest.raises(ValueError, match="replicas >= 1"):
+        T.Config(name="bad", replicas=0).check()

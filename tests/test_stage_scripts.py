@@ -22,9 +22,18 @@ def _stage(tmp_path: Path, *steps: str, **extra: str) -> tuple[subprocess.Comple
     return proc, log.read_text().splitlines() if log.exists() else []
 
 
+def _trained(runs: Path, name: str, seeds) -> None:
+    """Checkpoints where the stand-in's training would have left them."""
+    for r in seeds:
+        (runs / f"{name}-seed{r}").mkdir(parents=True, exist_ok=True)
+        (runs / f"{name}-seed{r}" / "checkpoint.pt").write_bytes(b"weights")
+
+
 def test_the_babyai5_stage_trains_every_seed_resumably_then_evaluates_and_compares(tmp_path):
     runs = tmp_path / "runs"
     (runs / "babyai5-seed0").mkdir(parents=True)   # seed 0 has its base-model point to share
+    _trained(runs, "babyai5", range(5))
+    _trained(runs, "babyai5-uniform", range(3))
     proc, calls = _stage(tmp_path)
     assert proc.returncode == 0, proc.stderr
     train = [c for c in calls if c.startswith("-m baselines.llm_rl.train")]
@@ -50,6 +59,8 @@ def test_the_babyai5_stage_trains_every_seed_resumably_then_evaluates_and_compar
 
 
 def test_the_probe_step_plays_the_held_out_levels_for_base_and_both_arms_then_compares(tmp_path):
+    _trained(tmp_path / "runs", "babyai5-group", range(5))
+    _trained(tmp_path / "runs", "babyai5-group-uniform", range(3))
     proc, calls = _stage(tmp_path, "probe", EXPERIMENT="babyai5-group", PROBE_BASE=str(tmp_path / "p" / "base.json"))
     assert proc.returncode == 0, proc.stderr
     evals = [c for c in calls if c.startswith("-m baselines.llm_rl.evaluate")]
@@ -79,6 +90,7 @@ def test_an_unknown_stage_step_is_refused_before_anything_runs(tmp_path):
 
 
 def test_another_design_stages_its_own_yaml_and_uniform_twin_against_the_same_base(tmp_path):
+    _trained(tmp_path / "runs", "babyai5-step", [4])
     proc, calls = _stage(tmp_path, "train", "trained", EXPERIMENT="babyai5-step")
     assert proc.returncode == 0, proc.stderr
     (tmp_path / "runs" / "babyai5-seed0").mkdir()   # the first design's seed 0 lends its base point
@@ -90,7 +102,31 @@ def test_another_design_stages_its_own_yaml_and_uniform_twin_against_the_same_ba
     assert configs == ["babyai5-step.yaml"] * 5 + ["babyai5-step-uniform.yaml"] * 3
     assert "--reuse-validation" not in calls[0]   # no design's seed 0 folder exists here
     (trained,) = [c for c in calls if "llm_rl.evaluate" in c]
-    assert f"{tmp_path}/runs/babyai5-step-seed4/checkpoint.pt" in trained
+    # seeds 0-3 have no checkpoint here (gone with an earlier session): their runs must be in the results already
+    assert trained.split("--weights ")[1].split()[:5] == ["journaled"] * 4 + \
+        [f"{tmp_path}/runs/babyai5-step-seed4/checkpoint.pt"]
     (tmp_path / "x").mkdir()
     proc, calls = _stage(tmp_path / "x", EXPERIMENT="babyai5-nothing")
     assert proc.returncode == 2 and "babyai5-nothing.yaml" in proc.stderr and calls == []
+
+
+def test_a_session_trains_one_seed_on_its_cores_and_plays_it_as_its_run_keeping_its_curves(tmp_path):
+    runs, curves = tmp_path / "runs", tmp_path / "curves"
+    _trained(runs, "babyai5-group", [1])   # seed 0's folder went with its session; seed 1 trains now
+    for f, text in (("metrics.csv", "iteration\n0\n"), ("validation.csv", "iteration\n0\n"), ("config.json", "{}")):
+        (runs / "babyai5-group-seed1" / f).write_text(text)
+    proc, calls = _stage(tmp_path, "seed:1", EXPERIMENT="babyai5-group", CORES="2", CURVES=str(curves))
+    assert proc.returncode == 0, proc.stderr
+    train, evaluate = calls
+    assert "--seed 1 " in train and "--cores 2" in train and train.split("--config ")[1].startswith(
+        "baselines/llm_rl/experiments/babyai5-group.yaml")
+    assert evaluate.split("--weights ")[1].split()[:2] == ["journaled", f"{runs}/babyai5-group-seed1/checkpoint.pt"]
+    assert "--replicas 2" in evaluate and "--runs 2 --workers 2" in evaluate
+    assert f"--out {tmp_path}/out/trained.json" in evaluate
+    assert sorted(p.name for p in curves.iterdir()) == [
+        "babyai5-group-seed1.config.json", "babyai5-group-seed1.csv", "babyai5-group-seed1.validation.csv"]
+    proc, calls = _stage(tmp_path, "uniform:0", EXPERIMENT="babyai5-group", CURVES=str(curves))
+    assert proc.returncode != 0   # the stand-in trained nothing: no metrics.csv to keep is an error, not a skip
+    assert f"--out {tmp_path}/out/uniform.json" in calls[-1] and "--weights journaled" in calls[-1]
+    proc, calls = _stage(tmp_path, "seed:5")
+    assert proc.returncode == 2 and "unknown step seed:5" in proc.stderr

@@ -1,5 +1,6 @@
 """Learning curves of baselines/llm_rl runs, one line per run (training seed) and their mean, as a PNG
-(matplotlib) beside a copy of each run's CSVs (``<run folder>.csv``, ``<run folder>.validation.csv``):
+(matplotlib) beside a copy of each run's CSVs (``<run folder>.csv``, ``<run folder>.validation.csv``; such
+copies are taken as sources too, so a plot can be redrawn from runs trained in different sessions):
 
 - mean training return and success rate per iteration (the rollouts, before each update), and the loss;
 - where the runs have a ``validation.csv``: the held-out learning curve, the IQM on the evaluation
@@ -35,15 +36,23 @@ def _num(value: str | None) -> float:
         return math.nan
 
 
+def run_files(src: Path) -> tuple[str, Path]:
+    """(the run's name, its validation CSV) for a run's ``metrics.csv`` (named by its folder) or for the
+    copy of one kept beside a plot (``<run>.csv``, with ``<run>.validation.csv``)."""
+    if src.name == "metrics.csv":
+        return src.parent.name, src.with_name("validation.csv")
+    return src.stem, src.with_name(f"{src.stem}.validation.csv")
+
+
 def read_runs(sources: list[Path]) -> tuple[dict[str, list[dict]], dict[str, list[dict]]]:
-    """Each run's metrics rows and validation rows (empty where it has no validation.csv), by run folder."""
+    """Each run's metrics rows and validation rows (empty where it has no validation CSV), by run name."""
     metrics, validation = {}, {}
     for src in sources:
         if not src.is_file():
-            raise SystemExit(f"error: {src} does not exist: pass the metrics.csv of a run of baselines.llm_rl.train")
-        name = src.parent.name
+            raise SystemExit(f"error: {src} does not exist: pass the metrics.csv of a run of baselines.llm_rl.train "
+                             f"(or its copy <run>.csv beside a plot)")
+        name, val = run_files(src)
         metrics[name] = list(csv.DictReader(src.open()))
-        val = src.with_name("validation.csv")
         validation[name] = list(csv.DictReader(val.open())) if val.is_file() else []
     return metrics, validation
 
@@ -149,11 +158,14 @@ def main(argv: list[str] | None = None) -> None:
     sources, stem = [Path(a) for a in args.paths[:-1]], Path(args.paths[-1])
     metrics, validation = read_runs(sources)
     stem.parent.mkdir(parents=True, exist_ok=True)
+    names = []
     for src in sources:
-        shutil.copyfile(src, stem.parent / f"{src.parent.name}.csv")
-        if validation[src.parent.name]:
-            shutil.copyfile(src.with_name("validation.csv"), stem.parent / f"{src.parent.name}.validation.csv")
-    print(plot(metrics, validation, stem, args.title or default_title([src.parent.name for src in sources])))
+        name, val = run_files(src)
+        names.append(name)
+        for have, keep in ((src, stem.parent / f"{name}.csv"), (val, stem.parent / f"{name}.validation.csv")):
+            if have.is_file() and have.resolve() != keep.resolve():
+                shutil.copyfile(have, keep)
+    print(plot(metrics, validation, stem, args.title or default_title(names)))
     print(compute_table(metrics))
 
 

@@ -16,14 +16,21 @@
 #   trained    the curriculum arm's five trained models, run R playing seed R's weights
 #   uniform    the uniform arm's three trained models, runs 0-2
 #   compare    polar_bench compare: trained against base, and the curriculum against the uniform arm
+#   seed:R     (not in the default list) one session's share, when a session's files do not outlive it: train
+#              <experiment>.yaml seed R, then play it as run R of the trained arm's v1 results (runs 0..R-1
+#              given as journaled: that file must already hold them); commit that file, its journal and
+#              .upstream.json, and the seed's metrics.csv/validation.csv (as curves/<name>-seed<R>.*)
+#   uniform:R  the same for <experiment>-uniform.yaml seed R and the uniform arm's results
 #   probe      (not in the default list) the design probe, experiments/probe-learnable.toml (3 learnable
 #              levels x 40 held-out seeds): the base model (5 runs, one file for every experiment:
 #              PROBE_BASE), the curriculum arm (5 runs) and the uniform arm (3 runs), both comparisons
 #              in <OUT>/probe-compare.txt; 120 episodes per run, about 15 minutes per run on one core
 # Results (committed): baselines/llm_rl/results/v1-<experiment>/{trained,uniform}.json and compare.txt;
 # each evaluation journals its episodes (<out>.episodes.jsonl), so a stopped one resumes.
-# Everything runs niced, one thread, bfloat16 serving, as the experiment's training does. RUNS and OUT
-# (environment) move the training folders and the results elsewhere.
+# Everything runs niced, bfloat16 serving, as the experiment's training does; CORES=N (default 1) trains
+# with `--cores N` and evaluates with N workers answered by N replicas of each model (neither changes an
+# answer: tests/test_llm_rl.py). RUNS, OUT and CURVES (environment) move the training folders, the results and
+# the kept curves elsewhere.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
@@ -32,18 +39,21 @@ EXP=${EXPERIMENT:-babyai5}
 OUT=${OUT:-baselines/llm_rl/results/v1-$EXP}
 BASE_OUT=${BASE_OUT:-baselines/llm_rl/results/v1-babyai-base.json}
 PROBE_BASE=${PROBE_BASE:-baselines/llm_rl/results/probe/base-5runs.json}
+CURVES=${CURVES:-baselines/llm_rl/curves}
 E=baselines/llm_rl/experiments
 if [ ! -f "$E/$EXP.yaml" ] || [ ! -f "$E/$EXP-uniform.yaml" ]; then
     echo "no $E/$EXP.yaml with its $EXP-uniform.yaml twin (EXPERIMENT names a curriculum arm)" >&2; exit 2
 fi
 STEPS=${*:-train base trained uniform compare}
+CORES=${CORES:-1}
 for step in $STEPS; do
     case $step in
-        train|base|trained|uniform|compare|probe) ;;
-        *) echo "unknown step $step (train, base, trained, uniform, compare, probe)" >&2; exit 2 ;;
+        train|base|trained|uniform|compare|probe|seed:[0-4]|uniform:[0-2]) ;;
+        *) echo "unknown step $step (train, base, trained, uniform, compare, probe, seed:0-4, uniform:0-2)" >&2
+           exit 2 ;;
     esac
 done
-mkdir -p "$OUT" "$RUNS" "$(dirname "$BASE_OUT")" "$(dirname "$PROBE_BASE")"
+mkdir -p "$OUT" "$RUNS" "$CURVES" "$(dirname "$BASE_OUT")" "$(dirname "$PROBE_BASE")"
 
 train() {  # CONFIG NAME SEED
     local reuse=() d
@@ -53,7 +63,7 @@ train() {  # CONFIG NAME SEED
     if [ ${#reuse[@]} -gt 0 ]; then reuse=(--reuse-validation "${reuse[@]}"); fi
     echo "$(date -u +%FT%TZ) train $2 seed $3"
     nice -n 10 "$PY" -m baselines.llm_rl.train --config "$1" --seed "$3" --out-dir "$RUNS/$2-seed$3" --resume \
-        "${reuse[@]}" >> "$RUNS/$2-seed$3.log" 2>&1
+        --cores "$CORES" "${reuse[@]}" >> "$RUNS/$2-seed$3.log" 2>&1
 }
 evaluate() {  # v1|probe OUT RUNS [WEIGHTS ...]: suite v1's BabyAI domain, or the design probe
     local where=(--suite v1 --domains babyai)
@@ -63,18 +73,33 @@ evaluate() {  # v1|probe OUT RUNS [WEIGHTS ...]: suite v1's BabyAI domain, or th
     local weights=()
     if [ $# -gt 0 ]; then weights=(--weights "$@"); fi
     echo "$(date -u +%FT%TZ) evaluate $out ($runs runs)"
-    nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${weights[@]}" --dtype bfloat16 --threads 1 \
-        --out "$out" -- "${where[@]}" --runs "$runs" --workers 1
+    nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${weights[@]}" --dtype bfloat16 --threads 1 --replicas "$CORES" \
+        --out "$out" -- "${where[@]}" --runs "$runs" --workers "$CORES"
 }
-checkpoints() {  # NAME SEED...
-    local name=$1
+checkpoints() {  # NAME SEED...: each seed's checkpoint, or 'journaled' where it is gone (an earlier session's
+    local name=$1   # run, which the results file must already hold: baselines.llm_rl.evaluate checks)
     shift
-    for r in "$@"; do echo "$RUNS/$name-seed$r/checkpoint.pt"; done
+    for r in "$@"; do
+        if [ -f "$RUNS/$name-seed$r/checkpoint.pt" ]; then echo "$RUNS/$name-seed$r/checkpoint.pt"; else echo journaled; fi
+    done
 }
-# shellcheck disable=SC2046  # one checkpoint per run
-trained_arm() { evaluate "$1" "$2" 5 $(checkpoints "$EXP" 0 1 2 3 4); }   # v1|probe OUT
-# shellcheck disable=SC2046
-uniform_arm() { evaluate "$1" "$2" 3 $(checkpoints "$EXP-uniform" 0 1 2); }
+arm() {  # v1|probe OUT NAME SEED...: run R plays seed R's weights
+    local kind=$1 out=$2 name=$3
+    shift 3
+    # shellcheck disable=SC2046  # one checkpoint per run
+    evaluate "$kind" "$out" $# $(checkpoints "$name" "$@")
+}
+trained_arm() { arm "$1" "$2" "$EXP" 0 1 2 3 4; }   # v1|probe OUT
+uniform_arm() { arm "$1" "$2" "$EXP-uniform" 0 1 2; }
+session() {  # CONFIG NAME SEED OUT: train one seed, play it as run SEED of OUT, keep its curves beside the results
+    train "$1" "$2" "$3"
+    # shellcheck disable=SC2046  # one run per seed
+    arm v1 "$4" "$2" $(seq 0 "$3")
+    local run=$RUNS/$2-seed$3 keep=$CURVES/$2-seed$3   # plot_curves takes these copies too
+    cp "$run/metrics.csv" "$keep.csv"
+    cp "$run/config.json" "$keep.config.json"
+    if [ -f "$run/validation.csv" ]; then cp "$run/validation.csv" "$keep.validation.csv"; fi
+}
 compare_arms() {  # BASE TRAINED UNIFORM REPORT: trained against base, then the curriculum against uniform
     {
         "$PY" -m polar_bench compare "$1" "$2"
@@ -92,6 +117,8 @@ for step in $STEPS; do
         trained) trained_arm v1 "$OUT/trained.json" ;;
         uniform) uniform_arm v1 "$OUT/uniform.json" ;;
         compare) compare_arms "$BASE_OUT" "$OUT/trained.json" "$OUT/uniform.json" "$OUT/compare.txt" ;;
+        seed:*) session "$E/$EXP.yaml" "$EXP" "${step#seed:}" "$OUT/trained.json" ;;
+        uniform:*) session "$E/$EXP-uniform.yaml" "$EXP-uniform" "${step#uniform:}" "$OUT/uniform.json" ;;
         probe)
             evaluate probe "$PROBE_BASE" 5
             trained_arm probe "$OUT/probe-trained.json"

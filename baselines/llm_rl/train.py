@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import csv
 import dataclasses
 import hashlib
@@ -41,7 +42,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -62,6 +63,9 @@ from .model import (
     trainable_parameters,
     trained_state,
 )
+
+if TYPE_CHECKING:
+    from .server import Replicas
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -120,7 +124,10 @@ class Config:
     gamma: float = 0.95          # its discount of the return to go
     seed: int = 0
     threads: int = 0
-    workers: int = 1
+    workers: int = 1             # episodes a rollout plays at once (polar_bench evaluate --workers)
+    replicas: int = 1            # identical copies of the policy serving them, so that workers answer in parallel
+                                 # (answers and kept hidden states do not change: tests/test_llm_rl.py)
+    update_threads: int = 0      # torch threads of the update (0: as `threads`); a count changes the bits
     device: str = "cpu"          # cpu, cuda, cuda:N, or auto (a CUDA GPU where torch sees one)
     dtype: str = "float32"       # bfloat16: frozen weights stored and every matrix product run in bfloat16,
                                  # the trained weights kept float32 for Adam (serving during training too)
@@ -160,6 +167,8 @@ class Config:
             raise ValueError("training needs epochs >= 1, clip > 0, kl >= 0, group_size >= 1 and iterations >= 0")
         if self.step_credit < 0 or not 0 < self.gamma <= 1:
             raise ValueError("training needs step_credit >= 0 and 0 < gamma <= 1")
+        if self.workers < 1 or self.replicas < 1 or self.threads < 0 or self.update_threads < 0:
+            raise ValueError("training needs workers >= 1, replicas >= 1, threads >= 0 and update_threads >= 0")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -583,20 +592,21 @@ def _serve_and_evaluate(trainer: Trainer, model_name: str, suite: Path, folder: 
     ``folder``, its output in evaluate.log); the server's milliseconds per call."""
     from .server import serve_in_thread
 
-    server, stats, url = serve_in_thread(trainer.policy, model_name=model_name)
-    try:
-        args = ["--suite", str(suite), *extra, "--out", str(folder / "results.json"),
-                "--workers", str(trainer.cfg.workers)]
-        if trainer.cfg.allow_version_mismatch:
-            args.append("--allow-version-mismatch")
-        proc = evaluate_agent(url, args, capture_output=True, text=True)
-        (folder / "evaluate.log").write_text(proc.stdout + proc.stderr)
-        if proc.returncode != 0:
-            raise RuntimeError(f"evaluate failed ({proc.returncode}); see {folder / 'evaluate.log'}:\n"
-                               f"{proc.stderr[-2000:]}")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with trainer.serving() as served:
+        server, stats, url = serve_in_thread(served, model_name=model_name)
+        try:
+            args = ["--suite", str(suite), *extra, "--out", str(folder / "results.json"),
+                    "--workers", str(trainer.cfg.workers)]
+            if trainer.cfg.allow_version_mismatch:
+                args.append("--allow-version-mismatch")
+            proc = evaluate_agent(url, args, capture_output=True, text=True)
+            (folder / "evaluate.log").write_text(proc.stdout + proc.stderr)
+            if proc.returncode != 0:
+                raise RuntimeError(f"evaluate failed ({proc.returncode}); see {folder / 'evaluate.log'}:\n"
+                                   f"{proc.stderr[-2000:]}")
+        finally:
+            server.shutdown()
+            server.server_close()
     return stats.ms_per_call()
 
 
@@ -659,6 +669,33 @@ class Trainer:
         self.suite_path = self.out / "train_suite.toml"  # the iteration's training suite
         self.plan: dict[str, list[int]] = {}  # the iteration's seeds per task (the curriculum's choice)
 
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[Policy | Replicas]:
+        """What a rollout or validation serves: the policy, or with ``replicas`` above 1 `Replicas` of it
+        (bit-identical copies of the current weights, each keeping the hidden states of what it serves;
+        they are merged into the policy's when serving ends, so the update sees every call)."""
+        from .server import Replicas
+
+        if self.cfg.replicas <= 1:
+            yield self.policy
+            return
+        kept, self.capture.store = self.capture.store, {}   # not copied into every replica
+        copies = [self.policy]
+        try:
+            for _ in range(self.cfg.replicas - 1):
+                memo: dict[int, Any] = {}
+                model = copy.deepcopy(self.model, memo)      # its forward hook feeds a copy of the capture
+                copies.append(Policy(model, self.tok, salt=self.policy.salt, capture=memo[id(self.capture)],
+                                     autocast=self.autocast, prompt_cache=self.policy.prompt_cache))
+        finally:
+            self.capture.store = kept
+        try:
+            yield Replicas(copies)
+        finally:
+            for replica in copies[1:]:
+                if replica.capture is not None:
+                    self.capture.store.update(replica.capture.store)
+
     @property
     def checkpoint_path(self) -> Path:
         return self.out / "checkpoint.pt"
@@ -690,6 +727,7 @@ class Trainer:
         elif not resume and self.checkpoint_path.exists():
             raise FileExistsError(f"{self.checkpoint_path} exists: pass --resume, or another --out-dir")
         check_disjoint(self.cfg)
+        (self.out / "config.json").write_text(json.dumps(asdict(self.cfg), indent=1) + "\n")   # how it trains
         writer = _writer(self.out / "tensorboard", self.iteration)
         done = 0
         try:
@@ -790,8 +828,9 @@ class Trainer:
         if self.cfg.step_credit:
             steps = step_advantages(samples, self.cfg.gamma)
             adv = [a + self.cfg.step_credit * b for a, b in zip(adv, steps, strict=True)]
-        stats = reinforce_step(self.model, self.tok, self.optimizer, samples, adv, UpdateSettings.of(self.cfg),
-                               capture=self.capture, autocast=self.autocast, reference=self.reference)
+        with _torch_threads(self.cfg.update_threads):
+            stats = reinforce_step(self.model, self.tok, self.optimizer, samples, adv, UpdateSettings.of(self.cfg),
+                                   capture=self.capture, autocast=self.autocast, reference=self.reference)
         if self.cfg.step_credit:
             stats["samples_with_step_credit"] = float(sum(b != 0 for b in steps))
         self.capture.clear()
@@ -809,6 +848,18 @@ class Trainer:
         self.save()
         _log(writer, row, self.out / "metrics.csv", self.history)
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """torch's intra-op thread count set to ``n`` inside (0: unchanged)."""
+    before = torch.get_num_threads()
+    if n:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _seed_everything(seed: int) -> None:
@@ -846,6 +897,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--resume", action="store_true", help="continue from <out-dir>/checkpoint.pt")
     ap.add_argument("--device", help="replaces training.device: cpu, cuda, cuda:N or auto")
     ap.add_argument("--dtype", choices=DTYPES, help="replaces training.dtype")
+    ap.add_argument("--cores", type=int, metavar="N", help="train on N cores: N rollout workers answered by N "
+                    "replicas of the policy, and N torch threads in the update (replaces training.workers, "
+                    "replicas and update_threads; the update's thread count changes its bits, not the rollouts')")
     ap.add_argument("--reuse-validation", nargs="+", default=[], metavar="RUN_DIR",
                     help="other output folders of this experiment: a held-out point whose weights, precision, "
                     "agent and validation suite are the same (the base model's, before the first update) is "
@@ -854,6 +908,9 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cfg = Config.from_yaml(args.config)
         cfg = dataclasses.replace(cfg, device=args.device or cfg.device, dtype=args.dtype or cfg.dtype)
+        if args.cores is not None:
+            cfg = dataclasses.replace(cfg, workers=args.cores, replicas=args.cores, update_threads=args.cores)
+            cfg.check()
         pick_device(cfg.device)   # a GPU that is not there: said before the model loads
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
