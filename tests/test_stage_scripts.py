@@ -16,7 +16,7 @@ def _stage(tmp_path: Path, *steps: str, **extra: str) -> tuple[subprocess.Comple
     fake.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\n')
     fake.chmod(0o755)
     env = {**os.environ, "PYTHON": str(fake), "RUNS": str(tmp_path / "runs"), "OUT": str(tmp_path / "out"),
-           "BASE_OUT": str(tmp_path / "base" / "base.json"), **extra}
+           "BASE_OUT": str(tmp_path / "base" / "base.json"), "BASE_POINT": str(tmp_path / "base-point"), **extra}
     proc = subprocess.run(["bash", str(ROOT / "baselines" / "llm_rl" / "stage_babyai5.sh"), *steps], env=env,
                           capture_output=True, text=True, timeout=120)
     return proc, log.read_text().splitlines() if log.exists() else []
@@ -122,10 +122,13 @@ def test_a_session_trains_one_seed_on_its_cores_and_plays_it_as_its_run_keeping_
         "baselines/llm_rl/experiments/babyai5-group.yaml")
     assert evaluate.split("--weights ")[1].split()[:2] == ["journaled", f"{runs}/babyai5-group-seed1/checkpoint.pt"]
     assert "--replicas 2" in evaluate and "--runs 2 --workers 2" in evaluate
+    assert "--reuse-validation" not in train   # no seed 0 folder and no committed base point here
     assert f"--out {tmp_path}/out/trained.json" in evaluate
     assert sorted(p.name for p in curves.iterdir()) == [
         "babyai5-group-seed1.config.json", "babyai5-group-seed1.csv", "babyai5-group-seed1.validation.csv"]
+    (tmp_path / "base-point").mkdir()   # the committed base point is offered to every seed
     proc, calls = _stage(tmp_path, "uniform:0", EXPERIMENT="babyai5-group", CURVES=str(curves))
+    assert f"--reuse-validation {tmp_path}/base-point" in calls[-2]
     assert proc.returncode != 0   # the stand-in trained nothing: no metrics.csv to keep is an error, not a skip
     assert f"--out {tmp_path}/out/uniform.json" in calls[-1] and "--weights journaled" in calls[-1]
     proc, calls = _stage(tmp_path, "seed:5")

@@ -40,6 +40,9 @@ OUT=${OUT:-baselines/llm_rl/results/v1-$EXP}
 BASE_OUT=${BASE_OUT:-baselines/llm_rl/results/v1-babyai-base.json}
 PROBE_BASE=${PROBE_BASE:-baselines/llm_rl/results/probe/base-5runs.json}
 CURVES=${CURVES:-baselines/llm_rl/curves}
+# the base model's held-out point (iteration 0), the same for every seed and design: committed, so that a
+# seed trained in a later session takes it instead of playing it again
+BASE_POINT=${BASE_POINT:-baselines/llm_rl/results/base-validation}
 E=baselines/llm_rl/experiments
 if [ ! -f "$E/$EXP.yaml" ] || [ ! -f "$E/$EXP-uniform.yaml" ]; then
     echo "no $E/$EXP.yaml with its $EXP-uniform.yaml twin (EXPERIMENT names a curriculum arm)" >&2; exit 2
@@ -57,7 +60,7 @@ mkdir -p "$OUT" "$RUNS" "$CURVES" "$(dirname "$BASE_OUT")" "$(dirname "$PROBE_BA
 
 train() {  # CONFIG NAME SEED
     local reuse=() d
-    for d in "$RUNS"/*-seed0; do   # any design's seed 0 may hold the base model's point (key.json decides)
+    for d in "$BASE_POINT" "$RUNS"/*-seed0; do   # any design's seed 0 may hold the base model's point (key.json decides)
         if [ -d "$d" ] && [ "$d" != "$RUNS/$2-seed$3" ]; then reuse+=("$d"); fi
     done
     if [ ${#reuse[@]} -gt 0 ]; then reuse=(--reuse-validation "${reuse[@]}"); fi
