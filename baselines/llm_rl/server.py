@@ -173,11 +173,12 @@ def load_policies(model_spec: str, weights: list[str], *, instances: int = 1, dt
     dev = pick_device(device)
     base, tok = load_model(model_spec)
     out: list[Served | NotServed] = []
+    first = True
     for k in range(len(weights) or instances):
         if weights and weights[k] == JOURNALED:
             out.append(NotServed(k))
             continue
-        model = base if not out or all(isinstance(o, NotServed) for o in out) else copy.deepcopy(base)
+        model, first = (base if first else copy.deepcopy(base)), False
         if weights:
             load_trained_state(model, torch.load(weights[k], map_location="cpu", weights_only=False)["trained"])
         model = model.to(device=dev, dtype=getattr(torch, dtype))

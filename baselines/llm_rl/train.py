@@ -127,7 +127,8 @@ class Config:
     workers: int = 1             # episodes a rollout plays at once (polar_bench evaluate --workers)
     replicas: int = 1            # identical copies of the policy serving them, so that workers answer in parallel
                                  # (answers and kept hidden states do not change: tests/test_llm_rl.py)
-    update_threads: int = 0      # torch threads of the update (0: as `threads`); a count changes the bits
+    update_threads: int = 0      # torch threads of the update (0: as `threads`); a count may change the bits
+                                 # (babyai5-group seed 0 gave the same on 1 and 2: README)
     device: str = "cpu"          # cpu, cuda, cuda:N, or auto (a CUDA GPU where torch sees one)
     dtype: str = "float32"       # bfloat16: frozen weights stored and every matrix product run in bfloat16,
                                  # the trained weights kept float32 for Adam (serving during training too)
@@ -899,7 +900,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--dtype", choices=DTYPES, help="replaces training.dtype")
     ap.add_argument("--cores", type=int, metavar="N", help="train on N cores: N rollout workers answered by N "
                     "replicas of the policy, and N torch threads in the update (replaces training.workers, "
-                    "replicas and update_threads; the update's thread count changes its bits, not the rollouts')")
+                    "replicas and update_threads; the update's thread count may change its bits, the rollouts' "
+                    "does not)")
     ap.add_argument("--reuse-validation", nargs="+", default=[], metavar="RUN_DIR",
                     help="other output folders of this experiment: a held-out point whose weights, precision, "
                     "agent and validation suite are the same (the base model's, before the first update) is "
