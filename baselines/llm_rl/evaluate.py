@@ -15,7 +15,7 @@ Trained instances that exist in different sessions are played one run at a time 
 ... --runs 2`` plays run 1 only, after checking that the results file already holds every episode of
 run 0, finished ``ok``. ``<out>.upstream.json`` records each run's weights (path and the SHA-256 of
 the trained layers, ``state_sha256``; a journaled run's is carried over), the CPU (bfloat16 answers
-depend on its instructions: README, "Reproducing") and each session's calls and wall time.
+depend on its instructions: README, "Serving") and each session's calls and wall time.
 """
 
 from __future__ import annotations
@@ -129,7 +129,6 @@ def write_upstream_record(path: Path, summary: dict) -> None:
     if earlier:
         record["earlier"] = earlier
     path.write_text(json.dumps(record, indent=1) + "\n")
-
 
 
 def run_until_it_ends(cmd: list[str], env: dict[str, str]) -> int:
