@@ -19,7 +19,8 @@
 #   seed:R     (not in the default list) one session's share, when a session's files do not outlive it: train
 #              <experiment>.yaml seed R, then play it as run R of the trained arm's v1 results (runs 0..R-1
 #              given as journaled: that file must already hold them); commit that file, its journal and
-#              .upstream.json, and the seed's metrics.csv/validation.csv (as curves/<name>-seed<R>.*)
+#              .upstream.json, and the seed's metrics.csv, validation.csv and config.json (copied as
+#              curves/<name>-seed<R>.csv, .validation.csv, .config.json; plot_curves reads such copies)
 #   uniform:R  the same for <experiment>-uniform.yaml seed R and the uniform arm's results
 #   probe      (not in the default list) the design probe, experiments/probe-learnable.toml (3 learnable
 #              levels x 40 held-out seeds): the base model (5 runs, one file for every experiment:
