@@ -630,6 +630,9 @@ def test_the_trainer_plays_the_curriculums_choice_and_resumes_it(tiny, tmp_path)
     assert plans[0] == plans[1]
     header = (tmp_path / "full" / "metrics.csv").read_text().splitlines()[0]
     assert f"success_rate:{LEVELS[0]}" in header and f"episodes:{LEVELS[1]}" in header
+    # each level's environment steps, the per-level training budget agent_v2.py declares
+    assert all(sum(r[f"env_steps:{lv}"] for lv in LEVELS[:2]) == r["env_steps"] for r in rows)
+    assert all((r[f"env_steps:{lv}"] > 0) == (r[f"episodes:{lv}"] > 0) for r in rows for lv in LEVELS[:2])
 
 
 def test_the_embedded_llm_plans_the_curriculum_reproducibly():
@@ -857,6 +860,66 @@ def test_pinning_keeps_only_what_serving_needs_and_gives_the_same_bytes_again(ti
     state = torch.load(folder / rows[0]["path"], weights_only=False)
     assert set(state) == {"trained", "iteration", "config"}
     assert pinned_weights(folder / "agent.py", "none") == [str(folder / "checkpoints" / "t-run0.pt")]
+
+
+def test_runs_of_different_sessions_are_pinned_one_at_a_time_into_one_manifest(tiny, tmp_path, monkeypatch):
+    from baselines.llm_rl.pin import main as pin_main
+    from baselines.llm_rl.server import pinned_weights
+
+    monkeypatch.delenv("POLAR_BENCH_ARTIFACT_STORE", raising=False)
+    model, _ = _load(tiny)
+    T.trainable_parameters(model, 1)
+    folder = tmp_path / "entry"
+    folder.mkdir()
+    (folder / "agent_v2.py").write_text("class Agent: pass\n")
+    manifest = folder / "agent_v2.artifacts.json"
+    ckpts = []
+    for r, scale in enumerate((1.0, 2.0)):
+        ckpts.append(tmp_path / f"seed{r}.pt")
+        torch.save({"trained": {k: v * scale for k, v in M.trained_state(model).items()}, "iteration": 20}, ckpts[-1])
+    pin_main([str(ckpts[1]), "--name", "g", "--first-run", "1", "--manifest", str(manifest)])
+    with pytest.raises(ValueError, match="one checkpoint per run 0, 1"):   # run 0 is not pinned yet
+        pinned_weights(folder / "agent_v2.py", "none")
+    pin_main([str(ckpts[0]), "--name", "g", "--manifest", str(manifest)])   # an earlier run, pinned later
+    rows = json.loads(manifest.read_text())["artifacts"]
+    assert sorted((a["run"], a["path"]) for a in rows) == [(0, "checkpoints/g-run0.pt"), (1, "checkpoints/g-run1.pt")]
+    served = pinned_weights(folder / "agent_v2.py", "none")
+    assert served == [str(folder / "checkpoints" / f"g-run{r}.pt") for r in (0, 1)]
+    assert len({a["sha256"] for a in rows}) == 2
+    with pytest.raises(SystemExit) as exc:
+        pin_main([str(ckpts[0]), "--name", "g", "--first-run", "-1", "--manifest", str(manifest)])
+    assert exc.value.code == 2
+
+
+def test_the_v2_entry_declares_each_levels_training_steps_the_most_of_its_seeds(tmp_path):
+    from baselines.llm_rl import agent as v1_agent
+    from baselines.llm_rl import agent_v2
+    from baselines.llm_rl.train import evaluate_command
+    from polar_bench.suite import load_suite
+
+    def curve(name, per_iteration):
+        path = tmp_path / name
+        cols = ["iteration", "env_steps"] + [f"env_steps:{lv}" for lv in agent_v2.LEVELS]
+        lines = [",".join(cols)] + [",".join(map(str, [i, sum(s), *s])) for i, s in enumerate(per_iteration)]
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    a = curve("a.csv", [[10, 0, 5, 0, 0], [20, 7, 0, 0, 128]])
+    b = curve("b.csv", [[40, 1, 0, 0, 0]])
+    assert agent_v2.training_steps([a, b]) == dict(zip(agent_v2.LEVELS, [40, 7, 5, 0, 128], strict=True))
+    old = tmp_path / "old.csv"   # a seed's curve from before the per-level columns is refused, not read as 0
+    old.write_text("iteration,env_steps\n0,90\n")
+    with pytest.raises(ValueError, match="env_steps:babyai/GoToRedBall"):
+        agent_v2.training_steps([a, old])
+    # the committed entry: every domain of suite v2 named, BabyAI's five levels trained, nothing else
+    info = agent_v2.AGENT_INFO
+    assert set(info["training_steps"]) == {d.name for d in load_suite("v2").domains}
+    assert set(info["training_steps_per_task"]) == set(agent_v2.LEVELS)
+    assert all(v == 0 for d, v in info["training_steps"].items() if d != "babyai")
+    assert info["training_steps"]["babyai"] == max(info["training_steps_per_task"].values()) > 0
+    assert agent_v2.make_agent is v1_agent.make_agent   # the same agent as agent.py's: only AGENT_INFO differs
+    cmd, _ = evaluate_command("http://127.0.0.1:1/v1", ["--suite", "v2"], agent="baselines/llm_rl/agent_v2.py")
+    assert cmd[cmd.index("evaluate") + 1] == "baselines/llm_rl/agent_v2.py"
 
 
 def test_the_curves_plot_the_held_out_interval_and_count_the_compute(tmp_path):

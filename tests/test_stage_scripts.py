@@ -133,3 +133,21 @@ def test_a_session_trains_one_seed_on_its_cores_and_plays_it_as_its_run_keeping_
     assert f"--out {tmp_path}/out/uniform.json" in calls[-1] and "--weights journaled" in calls[-1]
     proc, calls = _stage(tmp_path, "seed:5")
     assert proc.returncode == 2 and "unknown step seed:5" in proc.stderr
+
+
+def test_the_v2_step_pins_the_sessions_seed_as_its_run_and_plays_that_run_of_the_whole_suite_v2(tmp_path):
+    runs = tmp_path / "runs"
+    _trained(runs, "babyai5-group", [2])   # seeds 0 and 1 went with their sessions; their v2 runs are journaled
+    manifest = tmp_path / "entry" / "agent_v2.artifacts.json"
+    proc, calls = _stage(tmp_path, "v2:2", EXPERIMENT="babyai5-group", CORES="2", V2_MANIFEST=str(manifest),
+                         V2_OUT=str(tmp_path / "v2.json"))
+    assert proc.returncode == 0, proc.stderr
+    pin, evaluate = calls
+    assert pin.split() == ["-m", "baselines.llm_rl.pin", f"{runs}/babyai5-group-seed2/checkpoint.pt", "--name",
+                           "babyai5-group", "--first-run", "2", "--manifest", str(manifest)]
+    assert evaluate.split("--weights ")[1].split()[:3] == [
+        "journaled", "journaled", f"{tmp_path}/entry/checkpoints/babyai5-group-run2.pt"]
+    assert "--agent baselines/llm_rl/agent_v2.py" in evaluate and f"--out {tmp_path}/v2.json" in evaluate
+    assert evaluate.endswith("-- --suite v2 --runs 3 --workers 2") and "--replicas 2" in evaluate
+    proc, again = _stage(tmp_path, "v2:3", EXPERIMENT="babyai5-group")   # no seed 3 trained here: nothing runs
+    assert proc.returncode == 2 and "train seed 3 in this session first" in proc.stderr and again == calls

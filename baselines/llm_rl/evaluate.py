@@ -1,4 +1,4 @@
-"""Evaluate baselines/llm_rl/agent.py with base or trained weights behind the transformers-backed upstream:
+"""Evaluate baselines/llm_rl/agent.py (or ``--agent``) with base or trained weights behind the upstream:
 serves the weights in a thread of this process (``server.py``), runs ``python -m polar_bench evaluate``
 with ``--llm-upstream`` pointing at it, and prints the upstream's speed (ms per call).
 
@@ -34,7 +34,7 @@ from polar_bench.numerics import cpu_flags, cpu_name
 
 from .model import state_digest
 from .server import DTYPES, JOURNALED, policies_from_args, serve_in_thread
-from .train import ROOT, evaluate_command
+from .train import AGENT, ROOT, evaluate_command
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -57,6 +57,8 @@ def main(argv: list[str] | None = None) -> None:
                     "workers playing the same run answer in parallel (answers do not change; memory grows)")
     ap.add_argument("--dtype", choices=DTYPES, default="float32", help="serving precision (see server.py)")
     ap.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N or auto (see server.py)")
+    ap.add_argument("--agent", default=str(AGENT), help="the agent file to evaluate (default agent.py; "
+                    "agent_v2.py is the suite-v2 entry, the same agent with its own AGENT_INFO)")
     ap.add_argument("--out", required=True, help="the results file")
     ap.add_argument("--trajectories", help="default: <out without .json>.trajectories/")
     ap.add_argument("--threads", type=int, default=1)
@@ -74,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     server, stats, url = serve_in_thread(policies, model_name=name)
     traj = args.trajectories or str(out.with_suffix("")) + ".trajectories"
     t0 = time.perf_counter()
-    cmd, env = evaluate_command(url, ["--trajectories", traj, "--out", str(out), *extra])
+    cmd, env = evaluate_command(url, ["--trajectories", traj, "--out", str(out), *extra], agent=args.agent)
     rc = run_until_it_ends(cmd, env)
     server.shutdown()
     server.server_close()

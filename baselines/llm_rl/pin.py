@@ -34,11 +34,15 @@ def serving_state(checkpoint: str | Path) -> dict:
     return {"trained": state["trained"], "iteration": state.get("iteration"), "config": state.get("config")}
 
 
-def pin(checkpoints: list[str], name: str, manifest: Path, folder: str = "checkpoints") -> list[dict]:
-    """Write ``<folder>/<name>-run<R>.pt`` (relative to the manifest) from ``checkpoints[R]`` and pin each in
-    ``manifest`` with its SHA-256, size, run and this machine; rows of other paths are kept."""
+def pin(checkpoints: list[str], name: str, manifest: Path, folder: str = "checkpoints",
+        first_run: int = 0) -> list[dict]:
+    """Write ``<folder>/<name>-run<R>.pt`` (relative to the manifest) from ``checkpoints[R - first_run]`` and
+    pin each in ``manifest`` with its SHA-256, size, run and this machine; rows of other paths are kept
+    (``first_run``: runs trained in different sessions are pinned one at a time)."""
+    if first_run < 0:
+        raise ValueError(f"the first run must be 0 or more, not {first_run}")
     rows = []
-    for run, ckpt in enumerate(checkpoints):
+    for run, ckpt in enumerate(checkpoints, start=first_run):
         rel = f"{folder}/{name}-run{run}.pt"
         out = manifest.parent / rel
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -58,9 +62,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--name", required=True, help="the pinned files' stem: <name>-run<R>.pt")
     ap.add_argument("--manifest", default=str(HERE / MANIFEST_NAME), help="the artifacts manifest to write "
                     "(default: baselines/llm_rl/artifacts.json, which serves agent.py)")
+    ap.add_argument("--first-run", type=int, default=0, help="the run the first checkpoint is (default 0): "
+                    "pin run R alone, trained in a later session, with --first-run R")
     args = ap.parse_args(argv)
     try:
-        rows = pin(args.checkpoints, args.name, Path(args.manifest))
+        rows = pin(args.checkpoints, args.name, Path(args.manifest), first_run=args.first_run)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

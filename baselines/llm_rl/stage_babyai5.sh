@@ -22,6 +22,11 @@
 #              .upstream.json, and the seed's metrics.csv, validation.csv and config.json (copied as
 #              curves/<name>-seed<R>.csv, .validation.csv, .config.json; plot_curves reads such copies)
 #   uniform:R  the same for <experiment>-uniform.yaml seed R and the uniform arm's results
+#   v2:R       (not in the default list) the suite-v2 leaderboard entry, in the session that holds seed R's
+#              trained weights: pin them as run R of agent_v2.py (checkpoints/<experiment>-run<R>.pt in
+#              agent_v2.artifacts.json, or V2_MANIFEST), then play run R of the whole suite v2 with
+#              agent_v2.py into results/v2-<experiment>.json (or V2_OUT; runs 0..R-1 given as journaled);
+#              commit that file's journal and .upstream.json and the manifest
 #   probe      (not in the default list) the design probe, experiments/probe-learnable.toml (3 learnable
 #              levels x 40 held-out seeds): the base model (5 runs, one file for every experiment:
 #              PROBE_BASE), the curriculum arm (5 runs) and the uniform arm (3 runs), both comparisons
@@ -41,6 +46,8 @@ OUT=${OUT:-baselines/llm_rl/results/v1-$EXP}
 BASE_OUT=${BASE_OUT:-baselines/llm_rl/results/v1-babyai-base.json}
 PROBE_BASE=${PROBE_BASE:-baselines/llm_rl/results/probe/base-5runs.json}
 CURVES=${CURVES:-baselines/llm_rl/curves}
+V2_OUT=${V2_OUT:-baselines/llm_rl/results/v2-$EXP.json}
+V2_MANIFEST=${V2_MANIFEST:-baselines/llm_rl/agent_v2.artifacts.json}
 # the base model's held-out point (iteration 0), the same for every seed and design: committed, so that a
 # seed trained in a later session takes it instead of playing it again
 BASE_POINT=${BASE_POINT:-baselines/llm_rl/results/base-validation}
@@ -52,8 +59,8 @@ STEPS=${*:-train base trained uniform compare}
 CORES=${CORES:-1}
 for step in $STEPS; do
     case $step in
-        train|base|trained|uniform|compare|probe|seed:[0-4]|uniform:[0-2]) ;;
-        *) echo "unknown step $step (train, base, trained, uniform, compare, probe, seed:0-4, uniform:0-2)" >&2
+        train|base|trained|uniform|compare|probe|seed:[0-4]|uniform:[0-2]|v2:[0-4]) ;;
+        *) echo "unknown step $step (train, base, trained, uniform, compare, probe, seed:0-4, uniform:0-2, v2:0-4)" >&2
            exit 2 ;;
     esac
 done
@@ -69,15 +76,16 @@ train() {  # CONFIG NAME SEED
     nice -n 10 "$PY" -m baselines.llm_rl.train --config "$1" --seed "$3" --out-dir "$RUNS/$2-seed$3" --resume \
         --cores "$CORES" "${reuse[@]}" >> "$RUNS/$2-seed$3.log" 2>&1
 }
-evaluate() {  # v1|probe OUT RUNS [WEIGHTS ...]: suite v1's BabyAI domain, or the design probe
-    local where=(--suite v1 --domains babyai)
+evaluate() {  # v1|probe|v2 OUT RUNS [WEIGHTS ...]: suite v1's BabyAI domain, the design probe, or the
+    local where=(--suite v1 --domains babyai) agent=()   # whole suite v2 played by agent_v2.py
     if [ "$1" = probe ]; then where=(--suite "$E/probe-learnable.toml"); fi
+    if [ "$1" = v2 ]; then where=(--suite v2); agent=(--agent baselines/llm_rl/agent_v2.py); fi
     local out=$2 runs=$3
     shift 3
     local weights=()
     if [ $# -gt 0 ]; then weights=(--weights "$@"); fi
     echo "$(date -u +%FT%TZ) evaluate $out ($runs runs)"
-    nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${weights[@]}" --dtype bfloat16 --threads 1 --replicas "$CORES" \
+    nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${agent[@]}" "${weights[@]}" --dtype bfloat16 --threads 1 --replicas "$CORES" \
         --out "$out" -- "${where[@]}" --runs "$runs" --workers "$CORES"
 }
 checkpoints() {  # NAME SEED...: each seed's checkpoint, or 'journaled' where it is gone (an earlier session's
@@ -104,6 +112,13 @@ session() {  # CONFIG NAME SEED OUT: train one seed, play it as run SEED of OUT,
     cp "$run/config.json" "$keep.config.json"
     if [ -f "$run/validation.csv" ]; then cp "$run/validation.csv" "$keep.validation.csv"; fi
 }
+v2_entry() {  # SEED: pin seed R's weights as run R of agent_v2.py, then play them as run R of its v2 entry
+    local r=$1 ckpt=$RUNS/$EXP-seed$1/checkpoint.pt weights=() k
+    if [ ! -f "$ckpt" ]; then echo "no $ckpt: train seed $r in this session first (seed:$r)" >&2; exit 2; fi
+    "$PY" -m baselines.llm_rl.pin "$ckpt" --name "$EXP" --first-run "$r" --manifest "$V2_MANIFEST"
+    for ((k = 0; k < r; k++)); do weights+=(journaled); done
+    evaluate v2 "$V2_OUT" $((r + 1)) "${weights[@]}" "$(dirname "$V2_MANIFEST")/checkpoints/$EXP-run$r.pt"
+}
 compare_arms() {  # BASE TRAINED UNIFORM REPORT: trained against base, then the curriculum against uniform
     {
         "$PY" -m polar_bench compare "$1" "$2"
@@ -123,6 +138,7 @@ for step in $STEPS; do
         compare) compare_arms "$BASE_OUT" "$OUT/trained.json" "$OUT/uniform.json" "$OUT/compare.txt" ;;
         seed:*) session "$E/$EXP.yaml" "$EXP" "${step#seed:}" "$OUT/trained.json" ;;
         uniform:*) session "$E/$EXP-uniform.yaml" "$EXP-uniform" "${step#uniform:}" "$OUT/uniform.json" ;;
+        v2:*) v2_entry "${step#v2:}" ;;
         probe)
             evaluate probe "$PROBE_BASE" 5
             trained_arm probe "$OUT/probe-trained.json"

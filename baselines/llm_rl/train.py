@@ -572,11 +572,11 @@ runpy.run_module("polar_bench", run_name="__main__", alter_sys=True)
 """
 
 
-def evaluate_command(url: str, args: list[str]) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment of ``python -m polar_bench evaluate`` of the agent file behind the
-    LLM proxy, its upstream at ``url`` served by this process (``args``: the rest of the command line).
-    The evaluation stops, journal kept, if this process dies."""
-    cmd = [sys.executable, "-c", _LAUNCH, str(os.getpid()), "evaluate", str(AGENT), "--llm-upstream", url,
+def evaluate_command(url: str, args: list[str], agent: str | Path = AGENT) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of ``python -m polar_bench evaluate`` of the agent file (``agent``,
+    default agent.py) behind the LLM proxy, its upstream at ``url`` served by this process (``args``: the
+    rest of the command line). The evaluation stops, journal kept, if this process dies."""
+    cmd = [sys.executable, "-c", _LAUNCH, str(os.getpid()), "evaluate", str(agent), "--llm-upstream", url,
            "--no-progress", *args]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return cmd, env
@@ -803,12 +803,14 @@ class Trainer:
         return None
 
     def _per_task(self, episodes: list[Episode]) -> dict[str, float]:
-        """Each task's episodes and success rate in this iteration (0 episodes: not chosen), as columns."""
+        """Each task's episodes, success rate and environment steps in this iteration (0 episodes: not
+        chosen), as columns (the steps make a per-level training budget: agent_v2.py)."""
         out: dict[str, float] = {}
         for t in self.cfg.tasks:
             rets = [e.ret for e in episodes if e.task == t.task]
             out[f"episodes:{t.task}"] = len(rets)
             out[f"success_rate:{t.task}"] = float(np.mean([r > 0 for r in rets])) if rets else math.nan
+            out[f"env_steps:{t.task}"] = sum(e.length for e in episodes if e.task == t.task)
         return out
 
     def _iterate(self, writer: Any) -> None:
