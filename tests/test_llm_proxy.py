@@ -282,6 +282,69 @@ def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(mode, tmp_pa
     assert ret == data["episodes"][0]["return"] and status == "agent_error" and step == 0
 
 
+BUDGET_AGENT = '''
+    """An LLM agent that keeps within the budget the evaluation tells it, then plays on without the LLM."""
+    import os
+
+    from openai import OpenAI
+
+    AGENT_INFO = {"name": "budget-aware", "llm": "whatever OPENAI_BASE_URL serves"}
+
+
+    class Agent:
+        def __init__(self, task, run):
+            self.client = OpenAI()
+            self.calls = 0
+
+        def reset(self, seed):
+            self.calls = 0
+
+        def act(self, observation, info):
+            limit = os.environ.get("POLAR_BENCH_LLM_CALLS_PER_EPISODE")
+            if limit is not None and self.calls >= int(limit):
+                return int(observation[2] > 0)   # out of calls: lean with the pole
+            self.calls += 1
+            self.client.chat.completions.create(model="smollm2", max_tokens=2,
+                                                messages=[{"role": "user", "content": "0 or 1?"}])
+            return 0
+
+        def episode_info(self):
+            return {"told": {k: os.environ.get(k) for k in ("POLAR_BENCH_LLM_CALLS_PER_EPISODE",
+                                                            "POLAR_BENCH_LLM_TOKENS_PER_EPISODE")}}
+
+
+    def make_agent(task, run):
+        return Agent(task, run)
+'''
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent process layers are Linux's")
+@pytest.mark.parametrize("mode", ["isolated", "in-process"])
+def test_the_agent_is_told_its_llm_budget_and_can_keep_within_it(mode, tmp_path, capsys, upstream):
+    pytest.importorskip("openai")
+    agent = tmp_path / "agent.py"
+    agent.write_text(textwrap.dedent(BUDGET_AGENT))
+
+    def evaluate(out, *budget):
+        code = main(["evaluate", str(agent), "--suite", str(TINY), "--tasks", "gym/CartPole-v1", "--runs", "1",
+                     "--episodes", "2", "--workers", "1", "--no-progress", "--out", str(out), "--llm-upstream",
+                     upstream, *budget] + (["--in-process"] if mode == "in-process" else []))
+        return code, read_results(out).to_json()
+
+    code, data = evaluate(tmp_path / "r.json", "--llm-budget", "calls=4")
+    if not data["isolation"]["layers"].get("network_namespace", "on").startswith("on"):
+        pytest.skip("no network namespace on this machine")
+    assert code == 0, capsys.readouterr().err
+    for ep in data["episodes"]:   # 4 calls, then the pole-leaning policy plays on: no episode cut short
+        assert ep["status"] == "ok" and ep["llm"]["calls"] == 4 < ep["length"], ep
+        assert ep["told"] == {"POLAR_BENCH_LLM_CALLS_PER_EPISODE": "4",
+                                      "POLAR_BENCH_LLM_TOKENS_PER_EPISODE": None}
+    code, data = evaluate(tmp_path / "t.json", "--llm-budget", "tokens=900")
+    assert code == 0 and all(ep["told"] == {"POLAR_BENCH_LLM_CALLS_PER_EPISODE": None,
+                                                    "POLAR_BENCH_LLM_TOKENS_PER_EPISODE": "900"}
+                             for ep in data["episodes"])
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent process layers are Linux's")
 def test_with_the_host_network_the_proxy_listens_on_a_host_port(tmp_path, capsys, upstream):
     """--agent-network: no namespace to hand a listener over from, so the worker serves the proxy on a

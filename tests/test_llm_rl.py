@@ -892,7 +892,6 @@ def test_runs_of_different_sessions_are_pinned_one_at_a_time_into_one_manifest(t
 
 
 def test_the_v2_entry_declares_each_levels_training_steps_the_most_of_its_seeds(tmp_path):
-    from baselines.llm_rl import agent as v1_agent
     from baselines.llm_rl import agent_v2
     from baselines.llm_rl.train import evaluate_command
     from polar_bench.suite import load_suite
@@ -917,9 +916,54 @@ def test_the_v2_entry_declares_each_levels_training_steps_the_most_of_its_seeds(
     assert set(info["training_steps_per_task"]) == set(agent_v2.LEVELS)
     assert all(v == 0 for d, v in info["training_steps"].items() if d != "babyai")
     assert info["training_steps"]["babyai"] == max(info["training_steps_per_task"].values()) > 0
-    assert agent_v2.make_agent is v1_agent.make_agent   # the same agent as agent.py's: only AGENT_INFO differs
     cmd, _ = evaluate_command("http://127.0.0.1:1/v1", ["--suite", "v2"], agent="baselines/llm_rl/agent_v2.py")
     assert cmd[cmd.index("evaluate") + 1] == "baselines/llm_rl/agent_v2.py"
+
+
+def test_the_v2_agent_plays_as_agent_py_within_the_llm_budget_it_is_told_then_without_the_llm(monkeypatch):
+    """Suite v2 allows 1000 calls per episode and a BabyAI Synth episode runs up to 1152 steps: agent_v2's
+    agent asks the LLM exactly as agent.py's does until the budget it is told is spent, then plays seeded
+    random menu actions without a call, where agent.py's would end the episode over budget."""
+    pytest.importorskip("openai")
+    from types import SimpleNamespace
+
+    from baselines.llm_rl import agent as v1_agent
+    from baselines.llm_rl import agent_v2
+
+    class Client:   # stands in for the OpenAI client: answers "Pick up" and records each request's seed
+        def __init__(self):
+            self.seeds = []
+            self.chat = SimpleNamespace(completions=SimpleNamespace(create=self.create))
+
+        def create(self, **request):
+            self.seeds.append(request["seed"])
+            return SimpleNamespace(usage=SimpleNamespace(prompt_tokens=40, completion_tokens=2),
+                                   choices=[SimpleNamespace(message=SimpleNamespace(content="Pick up"))])
+
+    monkeypatch.setenv("OPENAI_API_KEY", "x")
+    task = SimpleNamespace(id="babyai/Synth", action_space=SimpleNamespace(n=7))
+
+    def play(agent, steps, seed=9):
+        agent.client = Client()
+        agent.reset(seed)
+        return [agent.act(None, {"text": "a view"}) for _ in range(steps)], agent.client.seeds, agent.episode_info()
+
+    monkeypatch.delenv("POLAR_BENCH_LLM_CALLS_PER_EPISODE", raising=False)
+    monkeypatch.delenv("POLAR_BENCH_LLM_TOKENS_PER_EPISODE", raising=False)
+    free = play(agent_v2.make_agent(task, 1), 8)
+    assert free[:2] == play(v1_agent.make_agent(task, 1), 8)[:2]   # no budget told: agent.py's calls and actions
+    monkeypatch.setenv("POLAR_BENCH_LLM_CALLS_PER_EPISODE", "5")
+    actions, seeds, info = play(agent_v2.make_agent(task, 1), 40)
+    assert seeds == free[1][:5] and actions[:5] == [3] * 5   # the first five steps as without a budget
+    assert info["usage_seen_by_agent"]["calls"] == 5 and info["usage_seen_by_agent"]["steps_without_llm"] == 35
+    assert len(set(actions[5:])) > 1 and set(actions[5:]) <= {0, 1, 2, 3, 4, 5}   # the menu, never Done
+    assert play(agent_v2.make_agent(task, 1), 40)[0] == actions != play(agent_v2.make_agent(task, 2), 40)[0]
+    assert play(agent_v2.make_agent(task, 1), 7)[2]["usage_seen_by_agent"]["steps_without_llm"] == 2  # reset anew
+    monkeypatch.delenv("POLAR_BENCH_LLM_CALLS_PER_EPISODE")
+    monkeypatch.setenv("POLAR_BENCH_LLM_TOKENS_PER_EPISODE", "300")   # 42 tokens a call: 6 calls, then 2 in hand
+    assert play(agent_v2.make_agent(task, 1), 20)[2]["usage_seen_by_agent"]["calls"] == 6
+    assert isinstance(agent_v2.make_agent(SimpleNamespace(id="gym/CartPole-v1", action_space=SimpleNamespace(
+        n=2, start=0)), 0), v1_agent.UniformRandom)
 
 
 def test_the_curves_plot_the_held_out_interval_and_count_the_compute(tmp_path):

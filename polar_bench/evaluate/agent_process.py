@@ -102,17 +102,29 @@ def _as_list(actions: Any, n: int) -> list:
     return actions
 
 
+# the proxy's per-episode LLM budget, told to the agent (docs/llm.md, "Budgets"); unset: unlimited
+BUDGET_ENV = {"calls_per_episode": "POLAR_BENCH_LLM_CALLS_PER_EPISODE",
+              "tokens_per_episode": "POLAR_BENCH_LLM_TOKENS_PER_EPISODE"}
+
+
 def enter_slot(bases: dict, slot: int) -> None:
     """Point the OpenAI environment variables (and ``POLAR_BENCH_LLM_PROXY``, which `polar_bench.llm`
     clients follow) at the LLM proxy address of ``slot`` (its own token), if it has one, before its
     agent runs: clients made or called now reach the proxy as this slot. ``bases``: slot -> (address,
-    whether the upstream takes llama.cpp grammars)."""
+    whether the upstream takes llama.cpp grammars, the proxy's budget as `LLMBudget.to_json` gives it),
+    the budget told in `BUDGET_ENV`'s variables, so that an agent can keep within it."""
     entry = bases.get(slot)
     if entry is not None:
-        base, grammar = entry
+        base, grammar, budget = entry
         os.environ["OPENAI_BASE_URL"] = os.environ["OPENAI_API_BASE"] = os.environ["POLAR_BENCH_LLM_PROXY"] = base
         os.environ["POLAR_BENCH_LLM_PROXY_GRAMMAR"] = "1" if grammar else "0"
         os.environ.setdefault("OPENAI_API_KEY", "polar_bench-proxy")
+        for key, var in BUDGET_ENV.items():
+            limit = (budget or {}).get(key)
+            if limit is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = str(int(limit))
 
 
 def reset_all(agents: dict, slots: list, seeds: list, bases: dict | None = None) -> list[str | None]:
@@ -170,7 +182,7 @@ class _Server:
         self.path = path
         self.pipe = pipe
         self.agents: dict = {}
-        self.bases: dict = {}  # slot -> (its LLM proxy address, grammar), see enter_slot
+        self.bases: dict = {}  # slot -> (its LLM proxy address, grammar, budget), see enter_slot
         self.task_info = TaskInfo
 
     def make(self, req: dict) -> tuple[bytes, dict]:
@@ -179,7 +191,9 @@ class _Server:
 
         task = self.task_info.from_json(req["task"])
         if req.get("llm_base"):
-            self.bases[req["slot"]] = (str(req["llm_base"]), bool(req.get("llm_grammar")))
+            budget = req.get("llm_budget")
+            self.bases[req["slot"]] = (str(req["llm_base"]), bool(req.get("llm_grammar")),
+                                       budget if isinstance(budget, dict) else None)
         enter_slot(self.bases, req["slot"])
         try:
             agent = build_agent(self.module, task, int(req["run"]), self.path)

@@ -37,7 +37,7 @@ class InProcessAgents:
         self.info: dict = {}
         self.agents: dict[int, Any] = {}
         self.proxy = proxy
-        self.bases: dict[int, tuple[str, bool]] = {}  # slot -> its LLM proxy address, grammar (enter_slot)
+        self.bases: dict[int, tuple[str, bool, dict]] = {}  # slot -> LLM proxy address, grammar, budget (enter_slot)
         self._proxy_port = int(proxy.serve().server_address[1]) if proxy is not None else None
         self.layers: dict[str, str] = {"process": "none: the agent runs inside the evaluation worker"}
         self.generation = 0
@@ -52,7 +52,8 @@ class InProcessAgents:
         token = None
         if self.proxy is not None:
             token = self.proxy.new_token()
-            self.bases[self._next] = (f"http://127.0.0.1:{self._proxy_port}/a/{token}/v1", self.proxy.grammar)
+            self.bases[self._next] = (f"http://127.0.0.1:{self._proxy_port}/a/{token}/v1", self.proxy.grammar,
+                                      self.proxy.budget.to_json())
         enter_slot(self.bases, self._next)
         agent = build_agent(self.module, task, run, self.agent_path)
         self.agents[self._next] = agent

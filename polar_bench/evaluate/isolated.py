@@ -440,7 +440,8 @@ class IsolatedAgents:
         base = f"http://127.0.0.1:{self._proxy_port}/a/{token}/v1" if token is not None else None
         try:
             reply = self._call(b"M", {"slot": self._next, "task": task.to_json(), "run": int(run), "llm_base": base,
-                                      "llm_grammar": self.proxy is not None and self.proxy.grammar},
+                                      "llm_grammar": self.proxy is not None and self.proxy.grammar,
+                                      "llm_budget": self.proxy.budget.to_json() if self.proxy is not None else None},
                                self.start_timeout, "building the agent (make_agent)")
         except AgentGone as gone:
             raise AgentLoadError(f"make_agent({task.id!r}, run={run}) in {self.agent_path}: {gone.message}") from None
