@@ -230,6 +230,13 @@ OPENAI_AGENT = '''
 '''
 
 
+def _evaluate_on_cartpole(agent: Path, out: Path, upstream: str, mode: str, *extra: str) -> int:
+    """``evaluate`` of ``agent`` on the tiny suite's CartPole, 2 episodes of one run behind the proxy."""
+    return main(["evaluate", str(agent), "--suite", str(TINY), "--tasks", "gym/CartPole-v1", "--runs", "1",
+                 "--episodes", "2", "--workers", "1", "--no-progress", "--out", str(out), "--llm-upstream", upstream,
+                 *extra] + (["--in-process"] if mode == "in-process" else []))
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent process layers are Linux's")
 @pytest.mark.parametrize("mode", ["isolated", "in-process"])
 def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(mode, tmp_path, capsys, upstream):
@@ -238,10 +245,8 @@ def test_an_openai_sdk_agent_is_counted_by_the_proxy_under_evaluate(mode, tmp_pa
     agent.write_text(textwrap.dedent(OPENAI_AGENT))
     out = tmp_path / "r.json"
     before = len(_Upstream.bodies)
-    code = main(["evaluate", str(agent), "--suite", str(TINY), "--tasks", "gym/CartPole-v1", "--runs", "1",
-                 "--episodes", "2", "--workers", "1", "--envs-per-worker", "2", "--no-progress", "--out", str(out),
-                 "--llm-upstream", upstream, "--llm-budget", "calls=5", "--trajectories", str(tmp_path / "traj")]
-                + (["--in-process"] if mode == "in-process" else []))
+    code = _evaluate_on_cartpole(agent, out, upstream, mode, "--envs-per-worker", "2", "--llm-budget", "calls=5",
+                                 "--trajectories", str(tmp_path / "traj"))
     err = capsys.readouterr().err
     data = read_results(out).to_json()
     if not data["isolation"]["layers"].get("network_namespace", "on").startswith("on"):
@@ -326,9 +331,7 @@ def test_the_agent_is_told_its_llm_budget_and_can_keep_within_it(mode, tmp_path,
     agent.write_text(textwrap.dedent(BUDGET_AGENT))
 
     def evaluate(out, *budget):
-        code = main(["evaluate", str(agent), "--suite", str(TINY), "--tasks", "gym/CartPole-v1", "--runs", "1",
-                     "--episodes", "2", "--workers", "1", "--no-progress", "--out", str(out), "--llm-upstream",
-                     upstream, *budget] + (["--in-process"] if mode == "in-process" else []))
+        code = _evaluate_on_cartpole(agent, out, upstream, mode, *budget)
         return code, read_results(out).to_json()
 
     code, data = evaluate(tmp_path / "r.json", "--llm-budget", "calls=4")
@@ -337,12 +340,10 @@ def test_the_agent_is_told_its_llm_budget_and_can_keep_within_it(mode, tmp_path,
     assert code == 0, capsys.readouterr().err
     for ep in data["episodes"]:   # 4 calls, then the pole-leaning policy plays on: no episode cut short
         assert ep["status"] == "ok" and ep["llm"]["calls"] == 4 < ep["length"], ep
-        assert ep["told"] == {"POLAR_BENCH_LLM_CALLS_PER_EPISODE": "4",
-                                      "POLAR_BENCH_LLM_TOKENS_PER_EPISODE": None}
+        assert ep["told"] == {"POLAR_BENCH_LLM_CALLS_PER_EPISODE": "4", "POLAR_BENCH_LLM_TOKENS_PER_EPISODE": None}
     code, data = evaluate(tmp_path / "t.json", "--llm-budget", "tokens=900")
     assert code == 0 and all(ep["told"] == {"POLAR_BENCH_LLM_CALLS_PER_EPISODE": None,
-                                                    "POLAR_BENCH_LLM_TOKENS_PER_EPISODE": "900"}
-                             for ep in data["episodes"])
+                                            "POLAR_BENCH_LLM_TOKENS_PER_EPISODE": "900"} for ep in data["episodes"])
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the agent process layers are Linux's")

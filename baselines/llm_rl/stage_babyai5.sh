@@ -85,8 +85,8 @@ evaluate() {  # v1|probe|v2 OUT RUNS [WEIGHTS ...]: suite v1's BabyAI domain, th
     local weights=()
     if [ $# -gt 0 ]; then weights=(--weights "$@"); fi
     echo "$(date -u +%FT%TZ) evaluate $out ($runs runs)"
-    nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${agent[@]}" "${weights[@]}" --dtype bfloat16 --threads 1 --replicas "$CORES" \
-        --out "$out" -- "${where[@]}" --runs "$runs" --workers "$CORES"
+    nice -n 10 "$PY" -m baselines.llm_rl.evaluate "${agent[@]}" "${weights[@]}" --dtype bfloat16 --threads 1 \
+        --replicas "$CORES" --out "$out" -- "${where[@]}" --runs "$runs" --workers "$CORES"
 }
 checkpoints() {  # NAME SEED...: each seed's checkpoint, or 'journaled' where it is gone (an earlier session's
     local name=$1   # run, which the results file must already hold: baselines.llm_rl.evaluate checks)
