@@ -15,6 +15,7 @@ from test_leaderboard_fixtures import XSS_NAME, add_verification, make_leaderboa
 
 from polar_bench.cli import main
 from polar_bench.leaderboard import RankingOptions, build, check_data, load_entries, submit
+from polar_bench.suite import DEFAULT_SUITE
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).parent / "golden"
@@ -191,9 +192,21 @@ def test_committed_leaderboard_is_consistent(capsys):
     assert any(n.startswith("codegen") for n in names)  # the four baselines are the first entries
     assert all(e.verifications() and e.verifications()[-1]["passed"] for e in entries)
     code, out, _ = run(["report", board, "--format", "latex"], capsys)
-    tables = [(board / f"leaderboard-{suite}.tex").read_text() for suite in ("v1", "v2")]
+    order = sorted(("v1", "v2"), key=lambda suite: suite != DEFAULT_SUITE)  # the default suite first
+    tables = [(board / f"leaderboard-{suite}.tex").read_text() for suite in order]
     assert code == 0 and out == "\n".join(tables)  # one table per suite, in order
     assert (board / "site" / "index.html").is_file() and (ROOT / "docs" / "leaderboard.png").is_file()
+
+
+def test_the_default_suite_opens_the_leaderboard(monkeypatch):
+    """The board of `DEFAULT_SUITE` comes first (README, report and site open on it), whatever its name."""
+    from polar_bench.leaderboard import ranking
+
+    entries = load_entries(ROOT / "leaderboard")
+    for default, order in (("v1", ["v1", "v2"]), ("v2", ["v2", "v1"])):
+        monkeypatch.setattr(ranking, "DEFAULT_SUITE", default)
+        boards = ranking.rank_entries(entries, RankingOptions(reps=50, poi_reps=50))
+        assert [b.suite["name"] for b in boards] == order
 
 
 def test_every_committed_entry_passes_todays_checks():

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import OptionError, UserError
+from ..suite import DEFAULT_SUITE
 
 if TYPE_CHECKING:  # imported where used, so that other commands start without them
     from ..results import ResultsFile
@@ -21,7 +22,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        description="Run agent.py on every (task, run, episode seed) of a suite, in parallel, "
                                    "journalling each finished episode so that an interrupted run resumes.")
     p.add_argument("agent", help="the agent file (defines make_agent(task, run))")
-    p.add_argument("--suite", default="v1", help="suite name or .toml path (default: v1)")
+    p.add_argument("--suite", default=DEFAULT_SUITE, help=f"suite name or .toml path (default: {DEFAULT_SUITE})")
     p.add_argument("--tasks", nargs="+", metavar="GLOB", help="only task ids matching these globs, e.g. 'gym/*'")
     p.add_argument("--domains", nargs="+", metavar="DOMAIN", help="only these domains")
     p.add_argument("--runs", type=int, help="independently trained instances to evaluate (default: the suite's)")

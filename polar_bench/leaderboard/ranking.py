@@ -19,6 +19,7 @@ from typing import Any
 from .. import analysis, report, scoring
 from ..analysis import OVERALL, AgentScores, Estimate, ScopeEstimates, step_count, steps_text
 from ..report import CONTROL_CHARS, DASH, Table, Value, interval_note, mark_best, slug
+from ..suite import DEFAULT_SUITE
 from .entries import Entry
 
 __all__ = ["RankingOptions", "Row", "Board", "rank_entries", "leaderboard_table", "markdown_table",
@@ -304,7 +305,7 @@ DEFAULT_OPTIONS = RankingOptions()
 
 def rank_entries(entries: Sequence[Entry], options: RankingOptions = DEFAULT_OPTIONS,
                  metrics: Sequence[str] = ("iqm",)) -> list[Board]:
-    """Score, rank and mark ties, per suite; suites in order of name and version."""
+    """Score, rank and mark ties, per suite; the default suite first, then the others by name and version."""
     labels = _labels(entries)
     groups: dict[str, list[Row]] = defaultdict(list)
     suites: dict[str, dict] = {}
@@ -343,7 +344,9 @@ def rank_entries(entries: Sequence[Entry], options: RankingOptions = DEFAULT_OPT
         for r, rank in zip(eligible, ranks, strict=True):
             r.rank = rank
         boards.append(board)
-    return sorted(boards, key=lambda b: (str(b.suite["name"]), str(b.suite["version"])))
+    # The default suite's board comes first (the site and README open on it), then the others by name.
+    return sorted(boards, key=lambda b: (str(b.suite["name"]) != DEFAULT_SUITE, str(b.suite["name"]),
+                                         str(b.suite["version"])))
 
 
 def rank_text(row: Row) -> str:
