@@ -36,5 +36,8 @@ def ray_local():
 
 @pytest.fixture(autouse=True)
 def _private_artifact_store(tmp_path_factory, monkeypatch):
-    """Each test gets an empty artifact store of its own: none reads or fills the user's cache."""
+    """Each test gets an empty artifact store and verification work folder of its own: none reads or fills
+    the user's cache."""
     monkeypatch.setenv("POLAR_BENCH_ARTIFACT_STORE", str(tmp_path_factory.mktemp("artifact_store")))
+    # and unfinished verifications keep their work in a folder of their own, not in the user's cache
+    monkeypatch.setenv("POLAR_BENCH_VERIFY_DIR", str(tmp_path_factory.mktemp("verify_work")))

@@ -167,6 +167,74 @@ def test_default_sample_meets_the_guarantee_from_fresh_entropy_and_a_seed_redoes
     assert [r["status"] for r in entry.verifications()] == ["passed", "passed"]
 
 
+def test_an_interrupted_verification_resumes_with_its_seed_and_episodes(board, monkeypatch, capsys):
+    """Stopped during its fresh seeds (Ctrl-C, a session's end), verify run again goes on with the seed it
+    drew and the episodes it had re-run, records one outcome and removes its work; --restart draws afresh."""
+    module = importlib.import_module("polar_bench.leaderboard.verify")
+    drawn = iter([111, 222, 333])
+    monkeypatch.setattr(module.secrets, "randbits", lambda bits: next(drawn))
+    real = module.run_evaluation
+    played = []
+
+    def interrupted(cfg):
+        if cfg.fresh_seeds is not None:
+            raise KeyboardInterrupt
+        return real(cfg)
+
+    def watched(cfg):
+        journal = Path(cfg.out).with_name(Path(cfg.out).stem + ".episodes.jsonl")
+        before = journal.read_text().splitlines() if journal.exists() else []
+        out = real(cfg)
+        played.append((cfg.fresh_seeds is not None, before, journal.read_text().splitlines()))
+        return out
+
+    def folders():
+        return [p for p in module.work_root().iterdir() if p.is_dir()]
+
+    monkeypatch.setattr(module, "run_evaluation", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        verify(RANDOM_RESULTS, RANDOM_AGENT, tasks=CARTPOLE, workers=1, leaderboard=board, progress=False)
+    [folder] = folders()
+    assert json.loads((folder / "state.json").read_text())["seed"] == 111
+    kept = (folder / "rerun.episodes.jsonl").read_text().splitlines()
+    assert len(kept) == 1 + required_sample(30, 0.05, 0.99)  # the header and every sampled episode
+    capsys.readouterr()
+
+    monkeypatch.setattr(module, "run_evaluation", watched)
+    record, entry = verify(RANDOM_RESULTS, RANDOM_AGENT, tasks=CARTPOLE, workers=1, leaderboard=board,
+                           progress=False)
+    assert "resuming the verification" in capsys.readouterr().err
+    assert record["seed"] == 111 and record["passed"] and record["generalization"] is not None
+    (fresh0, before, after), (fresh1, _, _) = played
+    assert (fresh0, fresh1) == (False, True) and before == after == kept  # the sample was not played again
+    assert [r["status"] for r in entry.verifications()] == ["passed"]  # the interrupted one recorded nothing
+    assert folders() == []  # recorded: the work is gone, and the next verify draws afresh
+
+    monkeypatch.setattr(module, "run_evaluation", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        verify(RANDOM_RESULTS, RANDOM_AGENT, tasks=CARTPOLE, workers=1, leaderboard=None, progress=False)
+    monkeypatch.setattr(module, "run_evaluation", real)
+    record, _ = verify(RANDOM_RESULTS, RANDOM_AGENT, tasks=CARTPOLE, workers=1, leaderboard=None, progress=False,
+                       restart=True)
+    assert record["seed"] == 333 and "resuming" not in capsys.readouterr().err
+
+
+def test_one_verification_at_a_time_per_work_folder(tmp_path):
+    """Two verifies of the same file, agent and options would write one journal: the second is refused."""
+    module = importlib.import_module("polar_bench.leaderboard.verify")
+    identity = {"results_sha256": "0" * 64, "agent_sha256": "1" * 64}
+    first = module._Work(identity, 7, restart=False)
+    try:
+        with pytest.raises(module.UserError, match="another verify of the same file"):
+            module._Work(identity, 7, restart=False)
+    finally:
+        first.close()
+    again = module._Work(identity, None, restart=False)  # released: it resumes the seed drawn by the first
+    assert (again.seed, again.resumed is not None) == (7, True)
+    again.finish()
+    assert not again.folder.exists()
+
+
 def test_digests_are_compared_and_a_smaller_sample_needs_allow_weaker(tmp_path, capsys):
     """Digests taken from a re-run are put into a copy of the file; one altered digest (same return)
     is a mismatch, found by its digest."""

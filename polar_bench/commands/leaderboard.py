@@ -65,6 +65,9 @@ def _register_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         "(default: 'embedded', the SmolLM2 served by polar_bench, started at its first call)")
     p.add_argument("--leaderboard", default="leaderboard", metavar="DIR",
                    help="the leaderboard folder whose entry records the outcome (default: %(default)s)")
+    p.add_argument("--restart", action="store_true",
+                   help="do not resume an interrupted verification of the same file, agent and options (by "
+                        "default it goes on with its seed and finished episodes); draw a new sample")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress output (default: a bar on a terminal, a line every 10 s otherwise)")
     p.set_defaults(func=verify_command)
@@ -194,7 +197,8 @@ def verify_command(args: argparse.Namespace) -> int:
                            tolerance=args.tolerance, tasks=args.tasks, workers=args.workers,
                            progress=False if args.no_progress else None, allow_weaker=args.allow_weaker,
                            rebuild=not args.no_rebuild, llm_upstream=args.llm_upstream,
-                           artifact_store=args.artifact_store, fresh_seeds=not args.no_fresh_seeds)
+                           artifact_store=args.artifact_store, fresh_seeds=not args.no_fresh_seeds,
+                           restart=args.restart)
     how = "" if record["mode"] == "exact" else f" within {record['tolerance']} (normalized score)"
     for row in record["episodes"]:
         if not row["match"]:

@@ -5,16 +5,27 @@ The sample's seed comes from the OS's entropy; its size follows from a stated gu
 (`DEFAULT_GUARANTEE`, `required_sample`); each sampled episode is compared by digest, exactly, at
 floating-point level, or within a tolerance. SUBMISSION.md ("How verification works") is the
 specification; docs/evaluate.md ("Fresh seeds") covers the gap test.
+
+A verification can take hours (a whole suite's fresh seeds), so it keeps its work: the re-runs journal
+their episodes in a folder of the verifier's cache (`work_root`), keyed by the results file's bytes, the
+agent file and the options, beside the seed drawn when it started. Run the same command again after an
+interruption and it resumes with that seed and those episodes; `restart` draws afresh. The folder is
+removed once the outcome is recorded.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import fnmatch
 import functools
+import hashlib
+import json
 import math
+import os
 import secrets
-import tempfile
+import shutil
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -45,7 +56,7 @@ from .checks import released_suites
 from .entries import DEFAULT_DIR, Entry, find_entry, record_verification
 
 __all__ = ["verify", "required_sample", "catch_probability", "draw_sample", "STOCHASTIC_TOLERANCE",
-           "DEFAULT_GUARANTEE"]
+           "DEFAULT_GUARANTEE", "work_root", "WORK_DIR_ENV"]
 
 STOCHASTIC_TOLERANCE = 0.05  # normalized-score units, per episode
 DEFAULT_GUARANTEE = (0.05, 0.99)  # (fraction of episodes altered, probability that one is re-run)
@@ -53,6 +64,64 @@ DEFAULT_GUARANTEE = (0.05, 0.99)  # (fraction of episodes altered, probability t
 # (its episodes finished within them), never more than the cap, also when it used none: the file is
 # the submitter's, and an agent that hangs must not hang the verifier.
 TIMEOUTS = {"step_timeout": (60.0, 600.0), "episode_timeout": (1800.0, 21600.0)}
+WORK_DIR_ENV = "POLAR_BENCH_VERIFY_DIR"
+
+
+def work_root() -> Path:
+    """Where unfinished verifications keep their work: ``$POLAR_BENCH_VERIFY_DIR``, else the user's cache."""
+    env = os.environ.get(WORK_DIR_ENV)
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "polar_bench" / "verify"
+
+
+class _Work:
+    """The folder of one verification (its journals and its seed), locked while it runs. ``resumed``: the
+    start time of the interrupted verification whose seed and episodes are taken over, else None."""
+
+    def __init__(self, identity: dict, seed: int | None, restart: bool):
+        key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+        self.folder = work_root() / key
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._lock = open(self.folder.parent / f"{key}.lock", "w")  # noqa: SIM115 (held until close)
+        except OSError as exc:
+            raise UserError(f"cannot write the verification's work folder {self.folder} ({exc.strerror}); set "
+                            f"{WORK_DIR_ENV} to a writable folder") from None
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self._lock.close()
+            raise UserError(f"another verify of the same file, agent and options is running (its work: "
+                            f"{self.folder}); wait for it to finish") from None
+        state = self._state()
+        self.resumed: str | None = None
+        if (not restart and state is not None and state.get("identity") == identity
+                and (seed is None or seed == state.get("seed"))):
+            self.seed, self.resumed = int(state["seed"]), str(state.get("started"))
+            return
+        shutil.rmtree(self.folder)  # another draw: nothing of an earlier one may be mixed in
+        self.folder.mkdir(mode=0o700)
+        self.seed = secrets.randbits(63) if seed is None else seed  # fresh OS entropy; recorded with the outcome
+        tmp = self.folder / "state.json.tmp"
+        tmp.write_text(json.dumps({"identity": identity, "seed": self.seed, "started": utc_now()}))
+        tmp.replace(self.folder / "state.json")
+
+    def _state(self) -> dict | None:
+        try:
+            state = json.loads((self.folder / "state.json").read_text())
+        except (OSError, ValueError):
+            return None
+        return state if isinstance(state, dict) and isinstance(state.get("seed"), int) else None
+
+    def finish(self) -> None:
+        """The outcome is recorded: the work is no longer needed."""
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.close()
+
+    def close(self) -> None:
+        if not self._lock.closed:
+            self._lock.close()
 
 
 def rerun_timeout(submitted: object, key: str) -> float:
@@ -209,14 +278,14 @@ def _brief(e: Episode) -> dict:
 
 
 def _fresh_seed_check(cfg: _SampleConfig, suite: Suite, pool: list[Episode], tasks: list[TaskSpec], runs: int,
-                      seed: int, tmp: Path) -> dict:
+                      seed: int, folder: Path) -> dict:
     """Play ``tasks`` x ``runs`` on fresh seeds (drawn from ``seed``) as ``cfg`` plays its sample, and
     test each domain's published-seed score against them (`polar_bench.generalization.gap_test`)."""
     published = normalized_by_stratum(suite, pool)
     per_run = fresh_episode_count(published, limit=min(t.episodes for t in tasks))
     entropy, seeds = draw_fresh_seeds(tasks, per_run, entropy=seed)
     played, _ = run_evaluation(dataclasses.replace(
-        cfg, sample=None, out=str(tmp / "fresh.json"), tasks=tasks, runs=runs, fresh_seeds=seeds,
+        cfg, sample=None, out=str(folder / "fresh.json"), tasks=tasks, runs=runs, fresh_seeds=seeds,
         fresh_entropy=entropy, command=f"{cfg.command} (fresh seeds)"))
     gaps = gap_test(published, normalized_by_stratum(suite, played.episodes), seed=entropy)
     failed = [g for g in gaps if g.significant]
@@ -330,7 +399,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
            tasks: Sequence[str] | None = None, workers: int | None = None, progress: bool | None = None,
            guarantee: tuple[float, float] = DEFAULT_GUARANTEE, allow_weaker: bool = False,
            rebuild: bool = True, llm_upstream: str | None = None,
-           artifact_store: str | None = None, fresh_seeds: bool = True) -> tuple[dict, Entry | None]:
+           artifact_store: str | None = None, fresh_seeds: bool = True,
+           restart: bool = False) -> tuple[dict, Entry | None]:
     """Re-run a sample of a results file's episodes with ``agent_path`` and compare (SUBMISSION.md).
 
     ``sample``: the size of the uniform part (default: what ``guarantee`` needs). ``seed``: None draws
@@ -342,7 +412,9 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
     ``artifact_store``: where missing artifacts are looked up by SHA-256 before a rebuild
     (`polar_bench.artifacts.store_location`). ``fresh_seeds``: also play every (selected) task and run on
     fresh seeds and fail the entry where a domain's published-seed score is significantly above its
-    fresh-seed score (`polar_bench.generalization`; the draw follows ``seed``)."""
+    fresh-seed score (`polar_bench.generalization`; the draw follows ``seed``). An interrupted verification
+    of the same file, agent and options resumes with its seed and finished episodes (see the module's
+    docstring) unless ``restart`` or another ``seed`` is given."""
     if sample is not None and sample < 1:
         raise UserError(f"--sample must be at least 1; got {sample}")
     if seed is not None and seed < 0:
@@ -351,32 +423,40 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         raise UserError(f"--tolerance must be a non-negative number; got {tolerance}")
     results, suite, sha = _submission(results_path, agent_path)
     entry = find_entry(leaderboard, results.to_json()) if leaderboard is not None else None
-    if seed is None:
-        seed = secrets.randbits(63)  # fresh OS entropy; recorded below, after the draw
-    draw = _draw(results, suite, results_path, sample, seed, tasks, guarantee, allow_weaker)
-    runs = results.runs
-    fresh_tasks = [t for t in suite.tasks if any(e.task == t.id for e in draw.pool)]
-    units = {(k[0], k[1]) for k in draw.keys} | ({(t.id, r) for t in fresh_tasks for r in range(runs)}
-                                                if fresh_seeds else set())
+    identity = {"results_sha256": hashlib.sha256(Path(results_path).read_bytes()).hexdigest(), "agent_sha256": sha,
+                "sample": sample, "tasks": list(tasks or []), "guarantee": list(guarantee),
+                "allow_weaker": allow_weaker, "fresh_seeds": fresh_seeds, "llm_upstream": llm_upstream or "embedded"}
+    work = _Work(identity, seed, restart)
     try:
-        artifacts = ensure_artifacts(agent_path, sorted(units), rebuild=rebuild,
-                                     log=lambda line: print(line, flush=True), store=artifact_store)
-    except ArtifactError as exc:
-        if entry is not None:
-            record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": utc_now(),
-                                        "agent_sha256": sha, "polar_bench": __version__, **draw.sampling})
-        raise
-    deterministic = results.agent_info.get("deterministic", True) is not False
-    # behind the proxy (the default since it existed) every episode's LLM use was counted there
-    isolation = results.isolation or {}
-    llm_counted = isolation.get("llm_proxy") is not None
-    if tolerance is None:
-        tolerance = 0.0 if deterministic else STOCHASTIC_TOLERANCE
-    # the evaluation's thread count (schema-checked: 1-256); results made before it was recorded: 1
-    threads = isolation.get("agent_threads") or DEFAULT_AGENT_THREADS
-    with tempfile.TemporaryDirectory(prefix="polar_bench_verify_") as tmp:
+        seed = work.seed
+        if work.resumed is not None:
+            print(f"note: resuming the verification of {results_path} started {work.resumed} (seed {seed}); its "
+                  f"finished episodes are kept (--restart draws a new sample)", file=sys.stderr)
+        draw = _draw(results, suite, results_path, sample, seed, tasks, guarantee, allow_weaker)
+        runs = results.runs
+        fresh_tasks = [t for t in suite.tasks if any(e.task == t.id for e in draw.pool)]
+        units = {(k[0], k[1]) for k in draw.keys} | ({(t.id, r) for t in fresh_tasks for r in range(runs)}
+                                                    if fresh_seeds else set())
+        try:
+            artifacts = ensure_artifacts(agent_path, sorted(units), rebuild=rebuild,
+                                         log=lambda line: print(line, flush=True), store=artifact_store)
+        except ArtifactError as exc:
+            if entry is not None:
+                record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": utc_now(),
+                                            "agent_sha256": sha, "polar_bench": __version__, **draw.sampling})
+            work.finish()  # an outcome is recorded; nothing was played
+            raise
+        deterministic = results.agent_info.get("deterministic", True) is not False
+        # behind the proxy (the default since it existed) every episode's LLM use was counted there
+        isolation = results.isolation or {}
+        llm_counted = isolation.get("llm_proxy") is not None
+        if tolerance is None:
+            tolerance = 0.0 if deterministic else STOCHASTIC_TOLERANCE
+        # the evaluation's thread count (schema-checked: 1-256); results made before it was recorded: 1
+        threads = isolation.get("agent_threads") or DEFAULT_AGENT_THREADS
+        # the journals live in the work folder: an interrupted verification resumes from them
         cfg = _SampleConfig(
-            suite=suite, agent_path=str(agent_path), out=str(Path(tmp) / "rerun.json"),
+            suite=suite, agent_path=str(agent_path), out=str(work.folder / "rerun.json"),
             tasks=[t for t in suite.tasks if any(k[0] == t.id for k in draw.keys)],
             runs=1 + max(k[1] for k in draw.keys), workers=max(1, min(workers or 2, len(draw.keys))),
             step_timeout=rerun_timeout(results.config.get("step_timeout", 60.0), "step_timeout"),
@@ -385,21 +465,24 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
             agent_threads=threads, llm_upstream=llm_upstream or "embedded",  # always behind the LLM proxy
             llm_budget=dict(suite.llm) if suite.llm else None)
         rerun, _ = run_evaluation(cfg)
-        generalization = (_fresh_seed_check(cfg, suite, draw.pool, fresh_tasks, runs, seed, Path(tmp))
+        generalization = (_fresh_seed_check(cfg, suite, draw.pool, fresh_tasks, runs, seed, work.folder)
                           if fresh_seeds else None)
-    rows = _rows(draw.picked, rerun, suite, deterministic, tolerance, llm_counted)
-    matched = sum(r["match"] for r in rows)
-    counts = {k: sum(r["compared_by"] == k for r in rows) for k in ("digest", "exact", "float", "tolerance")}
-    passed = matched == len(rows) and (generalization is None or generalization["passed"])
-    record = {
-        "status": "passed" if passed else "failed", "date": utc_now(), "passed": passed,
-        **draw.sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts,
-        "notes": _notes(counts), "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
-        "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": artifacts,
-        "isolation": rerun.isolation, "polar_bench": __version__,
-        "versions": rerun.versions, "environment": rerun.environment, "episodes": rows,
-        "generalization": generalization,
-    }
-    if entry is not None:
-        record_verification(entry, record)
+        rows = _rows(draw.picked, rerun, suite, deterministic, tolerance, llm_counted)
+        matched = sum(r["match"] for r in rows)
+        counts = {k: sum(r["compared_by"] == k for r in rows) for k in ("digest", "exact", "float", "tolerance")}
+        passed = matched == len(rows) and (generalization is None or generalization["passed"])
+        record = {
+            "status": "passed" if passed else "failed", "date": utc_now(), "passed": passed,
+            **draw.sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts,
+            "notes": _notes(counts), "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
+            "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": artifacts,
+            "isolation": rerun.isolation, "polar_bench": __version__,
+            "versions": rerun.versions, "environment": rerun.environment, "episodes": rows,
+            "generalization": generalization,
+        }
+        if entry is not None:
+            record_verification(entry, record)
+        work.finish()
+    finally:
+        work.close()
     return record, entry
