@@ -23,7 +23,7 @@ from collections import Counter
 from pathlib import Path
 
 
-def level_steps(run: Path, iteration: int) -> tuple[Counter, Counter]:
+def level_steps(run: Path, iteration: int) -> tuple[Counter[str], Counter[str]]:
     """(steps, episodes) per task of one iteration's training rollout."""
     path = run / "rollouts" / f"iter{iteration:03d}" / "results.json"
     try:
@@ -31,7 +31,8 @@ def level_steps(run: Path, iteration: int) -> tuple[Counter, Counter]:
     except (OSError, ValueError, KeyError) as e:
         raise SystemExit(f"{path}: cannot read the iteration's episodes ({e}); the run folder must be the one "
                          f"that trained this CSV") from None
-    steps, count = Counter(), Counter()
+    steps: Counter[str] = Counter()
+    count: Counter[str] = Counter()
     for ep in episodes:
         steps[ep["task"]] += int(ep["length"])
         count[ep["task"]] += 1
