@@ -208,7 +208,7 @@ def test_an_interrupted_verification_resumes_with_its_seed_and_episodes(board, m
     (fresh0, before, after), (fresh1, _, _) = played
     assert (fresh0, fresh1) == (False, True) and before == after == kept  # the sample was not played again
     assert [r["status"] for r in entry.verifications()] == ["passed"]  # the interrupted one recorded nothing
-    assert folders() == []  # recorded: the work is gone, and the next verify draws afresh
+    assert list(module.work_root().iterdir()) == []  # recorded: the work is gone; the next verify draws afresh
 
     monkeypatch.setattr(module, "run_evaluation", interrupted)
     with pytest.raises(KeyboardInterrupt):
@@ -232,7 +232,7 @@ def test_one_verification_at_a_time_per_work_folder(tmp_path):
     again = module._Work(identity, None, restart=False)  # released: it resumes the seed drawn by the first
     assert (again.seed, again.resumed is not None) == (7, True)
     again.finish()
-    assert not again.folder.exists()
+    assert list(module.work_root().iterdir()) == []  # the folder and its lock file are gone
 
 
 def test_digests_are_compared_and_a_smaller_sample_needs_allow_weaker(tmp_path, capsys):

@@ -84,7 +84,8 @@ class _Work:
         self.folder = work_root() / key
         try:
             self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            self._lock = open(self.folder.parent / f"{key}.lock", "w")  # noqa: SIM115 (held until close)
+            self._lock_path = self.folder.parent / f"{key}.lock"
+            self._lock = open(self._lock_path, "w")  # noqa: SIM115 (held until close)
         except OSError as exc:
             raise UserError(f"cannot write the verification's work folder {self.folder} ({exc.strerror}); set "
                             f"{WORK_DIR_ENV} to a writable folder") from None
@@ -117,6 +118,7 @@ class _Work:
     def finish(self) -> None:
         """The outcome is recorded: the work is no longer needed."""
         shutil.rmtree(self.folder, ignore_errors=True)
+        self._lock_path.unlink(missing_ok=True)  # still held: a verify that opened it meanwhile is refused
         self.close()
 
     def close(self) -> None:
