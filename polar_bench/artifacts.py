@@ -8,6 +8,7 @@ file. The manifest format, the store and the portable numeric mode: docs/artifac
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import hashlib
 import json
@@ -429,63 +430,117 @@ def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None])
     return out, _layers(done.stderr)
 
 
+def _place(manifest: Manifest, artifact: Artifact, built: Path, artifact_store: ArtifactStore | None) -> str:
+    """Move a rebuilt file where the agent loads it when it has the pinned bytes (else beside it, as
+    ``.rejected``, so that no evaluation plays it), keep it in a local store; return its SHA-256."""
+    target = manifest.file(artifact)
+    try:
+        sha = file_sha256(built)
+        placed = target if sha == artifact.sha256 else target.with_name(target.name + ".rejected")
+        placed.parent.mkdir(parents=True, exist_ok=True)
+        partial = placed.with_name(placed.name + f".{os.getpid()}.partial")
+        shutil.copyfile(built, partial)
+        os.replace(partial, placed)
+    finally:
+        shutil.rmtree(built.parent.parent, ignore_errors=True)
+    if sha == artifact.sha256 and artifact_store is not None and not artifact_store.remote:
+        artifact_store.put(target, sha)  # the next verification need not retrain it
+    return sha
+
+
+def _rebuild_all(manifest: Manifest, artifacts: list[Artifact], artifact_store: ArtifactStore | None,
+                 log: Callable[[str], None], workers: int) -> dict[str, tuple[str, dict]]:
+    """Rebuild ``artifacts``, up to ``workers`` recipes at once (each a locked-down process of one thread
+    in the recipes this project ships); path -> (SHA-256, layers). Every rebuild that finished is placed,
+    also when another fails; after a failure no recipe is started, and the first failure (in manifest
+    order) is raised once the running ones end."""
+    out: dict[str, tuple[str, dict]] = {}
+    failures: dict[int, ArtifactError] = {}
+    queue = list(enumerate(artifacts))
+    running: dict[concurrent.futures.Future, int] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        while queue or running:
+            while queue and len(running) < max(1, workers) and not failures:
+                i, artifact = queue.pop(0)
+                running[pool.submit(_rebuild, manifest, artifact, log)] = i
+            if not running:
+                break
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            for future in done:
+                i = running.pop(future)
+                try:
+                    built, layers = future.result()
+                except ArtifactError as exc:
+                    failures[i] = exc
+                    continue
+                out[artifacts[i].path] = (_place(manifest, artifacts[i], built, artifact_store), layers)
+    if failures:
+        raise failures[min(failures)]
+    return out
+
+
 def ensure_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None, *,
                      rebuild: bool = True, log: Callable[[str], None] = print,
-                     store: str | None = None) -> list[dict]:
+                     store: str | None = None, workers: int = 1) -> list[dict]:
     """Check (and, when missing, fetch or rebuild) every artifact the (task, run) ``units`` need.
 
-    A missing artifact is first looked up by SHA-256 in the artifact store (``store``, else
-    `store_location`'s), then rebuilt by its recipe; a rebuilt one is kept in a local store. Returns
-    one row per needed artifact: path, sha256, and ``"checked"``, ``"fetched"`` or ``"rebuilt"``.
-    Raises `ArtifactError` for an artifact without a pinned SHA-256, a missing one that can be neither
-    fetched nor rebuilt (or ``rebuild`` is false), and any SHA-256 that differs from the manifest's."""
+    Files on disk are hashed first. A missing artifact is then looked up by SHA-256 in the artifact store
+    (``store``, else `store_location`'s), then rebuilt by its recipe, up to ``workers`` recipes at once; a
+    rebuilt one is kept in a local store. Returns one row per needed artifact, in the manifest's order:
+    path, sha256, and ``"checked"``, ``"fetched"`` or ``"rebuilt"``. Raises `ArtifactError` for an
+    artifact without a pinned SHA-256, a missing one that can be neither fetched nor rebuilt (or
+    ``rebuild`` is false), and any SHA-256 that differs from the manifest's."""
     manifest = load_manifest(agent_path)
     if manifest is None:
         return []
     wanted = None if units is None else sorted(set(units))
     where = store_location(store)
     artifact_store = ArtifactStore(where) if where is not None else None
-    rows = []
-    for artifact in manifest.artifacts:
-        if not artifact.needed_by(wanted):
-            continue
-        target = manifest.file(artifact)
+    needed = [a for a in manifest.artifacts if a.needed_by(wanted)]
+    for artifact in needed:
         if artifact.sha256 is None:
-            raise ArtifactError(f"{target}: the manifest pins no SHA-256 for it, so it cannot be checked; rebuild "
-                                "it and pin its SHA-256 in the manifest before this entry can be verified")
-        how = "checked"
-        if not target.is_file() and artifact_store is not None and _fetch(artifact_store, artifact, target, log):
-            how = "fetched"
-        if not target.is_file():
-            if not rebuild:
-                raise ArtifactError(f"{target} is missing; rebuild it (its manifest's recipe), restore it, or "
-                                    f"name an artifact store that holds it (--artifact-store, {STORE_ENV})")
-            built, layers = _rebuild(manifest, artifact, log)
-            try:
-                sha = file_sha256(built)
-                # in place only when it is the manifest's file; else beside it, so that no evaluate plays it
-                placed = target if sha == artifact.sha256 else target.with_name(target.name + ".rejected")
-                placed.parent.mkdir(parents=True, exist_ok=True)
-                partial = placed.with_name(placed.name + f".{os.getpid()}.partial")
-                shutil.copyfile(built, partial)
-                os.replace(partial, placed)
-            finally:
-                shutil.rmtree(built.parent.parent, ignore_errors=True)
-            how = "rebuilt"
-            if sha == artifact.sha256 and artifact_store is not None and not artifact_store.remote:
-                artifact_store.put(target, sha)  # the next verification need not retrain it
+            raise ArtifactError(f"{manifest.file(artifact)}: the manifest pins no SHA-256 for it, so it cannot be "
+                                "checked; rebuild it and pin its SHA-256 in the manifest before this entry can be "
+                                "verified")
+    status: dict[str, tuple[str, str]] = {}  # path -> (how, sha256)
+    missing = []
+    for artifact in needed:  # what is on disk first: a changed file stops it before any rebuild
+        target = manifest.file(artifact)
+        if target.is_file():
+            status[artifact.path] = ("checked", file_sha256(target))
+            _check(artifact, target, *status[artifact.path])
+        elif artifact_store is not None and _fetch(artifact_store, artifact, target, log):
+            status[artifact.path] = ("fetched", file_sha256(target))
+            _check(artifact, target, *status[artifact.path])
         else:
-            sha = file_sha256(target)
-        if sha != artifact.sha256:
-            fix = "delete it so that it is rebuilt, or restore the original"
-            if how == "rebuilt":
-                where = (f"the pinned file was built on: {artifact.built_on}" if artifact.built_on
-                         else "the manifest does not say where the pinned file was built")
-                fix = (f"the rebuild is not bit-for-bit reproducible on this machine ({machine_description()}; "
-                       f"{where}; kept as {target.name}.rejected); the entry cannot be verified here: verify "
-                       f"on a machine like the one that built it")
-            raise ArtifactError(f"{target}: SHA-256 {sha[:16]}... differs from the manifest's "
-                                f"{artifact.sha256[:16]}... ({how}); {fix}")
-        rows.append({"path": artifact.path, "sha256": sha, "status": how,
-                     **({"recipe_layers": layers} if how == "rebuilt" else {})})
+            missing.append(artifact)
+    if missing and not rebuild:
+        raise ArtifactError(f"{manifest.file(missing[0])} is missing; rebuild it (its manifest's recipe), restore "
+                            f"it, or name an artifact store that holds it (--artifact-store, {STORE_ENV})")
+    rebuilt = _rebuild_all(manifest, missing, artifact_store, log, workers)
+    rows = []
+    for artifact in needed:
+        if artifact.path in rebuilt:
+            sha, layers = rebuilt[artifact.path]
+            _check(artifact, manifest.file(artifact), "rebuilt", sha)
+            rows.append({"path": artifact.path, "sha256": sha, "status": "rebuilt", "recipe_layers": layers})
+        else:
+            how, sha = status[artifact.path]
+            rows.append({"path": artifact.path, "sha256": sha, "status": how})
     return rows
+
+
+def _check(artifact: Artifact, target: Path, how: str, sha: str) -> None:
+    """`ArtifactError` unless ``sha`` is the pinned SHA-256, with the fix for how the file came."""
+    if sha == artifact.sha256:
+        return
+    assert artifact.sha256 is not None
+    fix = "delete it so that it is rebuilt, or restore the original"
+    if how == "rebuilt":
+        where = (f"the pinned file was built on: {artifact.built_on}" if artifact.built_on
+                 else "the manifest does not say where the pinned file was built")
+        fix = (f"the rebuild is not bit-for-bit reproducible on this machine ({machine_description()}; "
+               f"{where}; kept as {target.name}.rejected); the entry cannot be verified here: verify "
+               f"on a machine like the one that built it")
+    raise ArtifactError(f"{target}: SHA-256 {sha[:16]}... differs from the manifest's "
+                        f"{artifact.sha256[:16]}... ({how}); {fix}")

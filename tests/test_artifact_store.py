@@ -137,3 +137,5 @@ def test_the_artifacts_command_publishes_and_checks(tmp_path, capsys):
     assert main(["artifacts", "publish", str(agent), "--store", str(tmp_path / "hub")]) == 2
     assert "only pinned bytes are published" in capsys.readouterr().err
     assert main(["artifacts", "check", str(tmp_path / "nothing.py")]) == 2
+    assert main(["artifacts", "check", str(agent), "--workers", "0"]) == 2
+    assert "--workers must be at least 1" in capsys.readouterr().err

@@ -303,6 +303,55 @@ def test_a_missing_artifact_is_rebuilt_and_checked_then_a_changed_one_is_refused
     assert ensure_artifacts(agent, [("gym/Acrobot-v1", 0), ("gym/CartPole-v1", 1)]) == []
 
 
+RUN_WEIGHTS = ["{python}", "-c",  # run 1 fails at once, the others write their weights after 2 s
+               "import pathlib, sys, time; r = int(sys.argv[2]); r == 1 and sys.exit('no weights for run 1'); "
+               "time.sleep(2); pathlib.Path(sys.argv[1]).write_bytes(b'run %d' % r)", "{path}", "{run}"]
+
+
+def test_missing_artifacts_are_rebuilt_workers_at_a_time_and_a_failure_keeps_the_finished_ones(tmp_path,
+                                                                                                monkeypatch):
+    """A verifier without the store rebuilds a whole entry (a v2 PPO entry: 245 retrains): `workers`
+    recipes run at once. When one fails, those running finish and are placed, and no other starts."""
+    module = importlib.import_module("polar_bench.artifacts")
+    real, active, most = module._rebuild, [0], [0]
+
+    def counted(*args, **kwargs):
+        active[0] += 1
+        most[0] = max(most[0], active[0])
+        try:
+            return real(*args, **kwargs)
+        finally:
+            active[0] -= 1
+
+    monkeypatch.setattr(module, "_rebuild", counted)
+
+    def agent(runs: list[int], name: str) -> Path:
+        (tmp_path / name).mkdir()
+        arts = [{"path": f"ckpt/run{r}.bin", "sha256": hashlib.sha256(b"run %d" % r).hexdigest(),
+                 "task": "gym/CartPole-v1", "run": r, "recipe": "w"} for r in runs]
+        return _agent_with_manifest(tmp_path / name, {"format": 1, "recipes": {"w": {"command": RUN_WEIGHTS}},
+                                                      "artifacts": arts})
+
+    ok = agent([0, 2, 3], "ok")
+    rows = ensure_artifacts(ok, None, log=lambda _: None, workers=2)
+    assert [(r["path"], r["status"]) for r in rows] == [(f"ckpt/run{r}.bin", "rebuilt") for r in (0, 2, 3)]
+    assert most[0] == 2 and active[0] == 0
+    assert [(ok.parent / "ckpt" / f"run{r}.bin").read_bytes() for r in (0, 2, 3)] == [b"run 0", b"run 2", b"run 3"]
+
+    most[0] = 0
+    bad = agent([1, 4, 5, 6, 7], "bad")  # runs the store does not hold yet (0, 2 and 3 it now has)
+    with pytest.raises(ArtifactError, match=r"run1.bin is missing and its rebuild failed .*no weights for run 1"):
+        ensure_artifacts(bad, None, log=lambda _: None, workers=2)
+    assert (bad.parent / "ckpt" / "run4.bin").read_bytes() == b"run 4"  # finished beside the failure: kept
+    assert not any((bad.parent / "ckpt" / f"run{r}.bin").exists() for r in (5, 6, 7))  # never started
+    assert most[0] == 2
+    most[0] = 0
+    for r in (2, 3):
+        (ok.parent / "ckpt" / f"run{r}.bin").unlink()
+    rows = ensure_artifacts(ok, None, log=lambda _: None, store="none")  # no store; workers=1: one at a time
+    assert [r["status"] for r in rows] == ["checked", "rebuilt", "rebuilt"] and most[0] == 1
+
+
 def test_a_rebuild_that_does_not_reproduce_the_file_is_set_aside(tmp_path):
     agent = _agent_with_manifest(tmp_path, {"format": 1, "recipes": {"write": {"command": WRITE}}, "artifacts": [
         {"path": "run0.bin", "sha256": "0" * 64, "recipe": "write"}]})

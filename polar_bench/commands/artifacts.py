@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chk.add_argument("agent", help="the agent file")
     chk.add_argument("--store", metavar="URL", help="as for publish")
     chk.add_argument("--no-rebuild", action="store_true", help="fetch missing files but rebuild none")
+    chk.add_argument("--workers", type=int, default=1, metavar="N",
+                     help="recipes run at once when files must be rebuilt (default: %(default)s; each of this "
+                          "project's retrains uses one core and up to 3 GiB)")
     chk.set_defaults(func=check_command)
 
     def usage(args: argparse.Namespace) -> int:  # no ACTION given
@@ -50,7 +53,9 @@ def check_command(args: argparse.Namespace) -> int:
 
     if load_manifest(args.agent) is None:
         raise UserError(f"{args.agent} declares no artifacts (no artifacts.json beside it)")
-    rows = ensure_artifacts(args.agent, None, rebuild=not args.no_rebuild, store=args.store)
+    if args.workers < 1:
+        raise UserError(f"--workers must be at least 1; got {args.workers}")
+    rows = ensure_artifacts(args.agent, None, rebuild=not args.no_rebuild, store=args.store, workers=args.workers)
     counts = {k: sum(r["status"] == k for r in rows) for k in ("checked", "fetched", "rebuilt")}
     print(f"{len(rows)} pinned files: {counts['checked']} checked, {counts['fetched']} fetched, "
           f"{counts['rebuilt']} rebuilt")

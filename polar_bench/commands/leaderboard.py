@@ -59,7 +59,8 @@ def _register_verify(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--artifact-store", metavar="URL",
                    help="the store to fetch missing artifacts from before rebuilding them: a folder, an fsspec URL "
                         "or 'none' (default: $POLAR_BENCH_ARTIFACT_STORE, else the user's cache; docs/artifacts.md)")
-    p.add_argument("--workers", type=int, default=2, help="worker processes (default: %(default)s)")
+    p.add_argument("--workers", type=int, default=2, help="worker processes, and recipes run at once when artifacts "
+                                                        "must be rebuilt (default: %(default)s)")
     p.add_argument("--llm-upstream", metavar="URL",
                    help="the OpenAI-compatible upstream behind the LLM proxy that the re-run agent runs behind "
                         "(default: 'embedded', the SmolLM2 served by polar_bench, started at its first call)")

@@ -441,7 +441,8 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
                                                     if fresh_seeds else set())
         try:
             artifacts = ensure_artifacts(agent_path, sorted(units), rebuild=rebuild,
-                                         log=lambda line: print(line, flush=True), store=artifact_store)
+                                         log=lambda line: print(line, flush=True), store=artifact_store,
+                                         workers=workers or 2)
         except ArtifactError as exc:
             if entry is not None:
                 record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": utc_now(),
