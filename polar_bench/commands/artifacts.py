@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chk.add_argument("--no-rebuild", action="store_true", help="fetch missing files but rebuild none")
     chk.add_argument("--workers", type=int, default=1, metavar="N",
                      help="recipes run at once when files must be rebuilt (default: %(default)s; each of this "
-                          "project's retrains uses one core and up to 3 GiB)")
+                          "project's retrains uses one core and about 3 GiB)")
     chk.set_defaults(func=check_command)
 
     def usage(args: argparse.Namespace) -> int:  # no ACTION given
