@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cache import user_cache_dir
 from .errors import UserError
 from .numerics import MODES, PORTABLE, portable_supported
 
@@ -185,8 +186,7 @@ def load_manifest(agent_path: str | Path) -> Manifest | None:
 def store_location(option: str | None = None) -> str | None:
     """Where artifacts are looked up by SHA-256: ``option`` (a verify/evaluate flag), else the environment
     variable `STORE_ENV`, else a folder in the user's cache; None when either says ``none``."""
-    where = option or os.environ.get(STORE_ENV) or str(
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "polar_bench" / "artifacts")
+    where = option or os.environ.get(STORE_ENV) or str(user_cache_dir("artifacts"))
     return None if where.strip().lower() == "none" else where
 
 
@@ -510,8 +510,7 @@ def ensure_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | 
             status[artifact.path] = ("checked", file_sha256(target))
             _check(artifact, target, *status[artifact.path])
         elif artifact_store is not None and _fetch(artifact_store, artifact, target, log):
-            status[artifact.path] = ("fetched", file_sha256(target))
-            _check(artifact, target, *status[artifact.path])
+            status[artifact.path] = ("fetched", str(artifact.sha256))  # _fetch placed it only with these bytes
         else:
             missing.append(artifact)
     if missing and not rebuild:

@@ -21,6 +21,7 @@ from typing import Any
 from gymnasium import spaces
 
 from .._optional import require, version_of
+from ..cache import user_cache_dir
 from ..task_info import Component, TaskInfo
 from .base import Harness
 
@@ -51,7 +52,7 @@ def cache_dir() -> Path:
     """Where generated games are kept: ``$POLAR_BENCH_CACHE/textworld/<version>`` or
     ``$XDG_CACHE_HOME`` (default ``~/.cache``) ``/polar_bench/textworld/<version>``."""
     root = os.environ.get("POLAR_BENCH_CACHE")
-    base = Path(root) if root else Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "polar_bench"
+    base = Path(root) if root else user_cache_dir()
     return base / "textworld" / (version_of("textworld") or "unknown")
 
 

@@ -37,6 +37,7 @@ from .. import __version__
 from ..agent import agent_file_hash
 from ..analysis import episode_value
 from ..artifacts import ArtifactError, ensure_artifacts
+from ..cache import user_cache_dir
 from ..clock import utc_now
 from ..errors import ResultsError, UserError
 from ..evaluate import DEFAULT_AGENT_THREADS, EvalConfig, Unit, run_evaluation
@@ -72,7 +73,7 @@ def work_root() -> Path:
     env = os.environ.get(WORK_DIR_ENV)
     if env:
         return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "polar_bench" / "verify"
+    return user_cache_dir("verify")
 
 
 class _Work:
