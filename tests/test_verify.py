@@ -29,6 +29,7 @@ from polar_bench.leaderboard.verify import (
     required_sample,
 )
 from polar_bench.results import Episode
+from polar_bench.suite import load_suite
 
 ROOT = Path(__file__).resolve().parent.parent
 verify_module = importlib.import_module("polar_bench.leaderboard.verify")  # the package exports the function
@@ -350,6 +351,84 @@ def test_missing_artifacts_are_rebuilt_workers_at_a_time_and_a_failure_keeps_the
         (ok.parent / "ckpt" / f"run{r}.bin").unlink()
     rows = ensure_artifacts(ok, None, log=lambda _: None, store="none")  # no store; workers=1: one at a time
     assert [r["status"] for r in rows] == ["checked", "rebuilt", "rebuilt"] and most[0] == 1
+
+
+TASK_WEIGHTS = ["{python}", "-c", "import pathlib, sys; pathlib.Path(sys.argv[1]).write_bytes(sys.argv[2].encode() "
+                "+ b' run ' + sys.argv[3].encode())", "{path}", "{task}", "{run}"]
+
+
+def test_a_verification_that_must_rebuild_goes_in_stages_and_a_stop_keeps_the_stages_played(tmp_path, board,
+                                                                                            monkeypatch, capsys):
+    """A verifier without the artifacts rebuilds a few, plays their tasks' sampled and fresh episodes into
+    the journals, then goes on: stopped in the second stage's rebuilds, the same command rebuilds and
+    plays only what the first stage did not, and records one outcome over all of it."""
+    module = importlib.import_module("polar_bench.leaderboard.verify")
+    tasks = ["gym/CartPole-v1", "gym/Acrobot-v1"]
+    arts = [{"path": f"ckpt/{t.split('/')[1]}/run{r}.bin", "task": t, "run": r, "recipe": "w",
+             "sha256": hashlib.sha256(f"{t} run {r}".encode()).hexdigest()} for t in tasks for r in range(3)]
+    agent = _agent_with_manifest(tmp_path, {"format": 1, "recipes": {"w": {"command": TASK_WEIGHTS}},
+                                            "artifacts": arts})
+    # with one worker a stage rebuilds at most 4: CartPole's 3 runs, then Acrobot's (suite order: CartPole first)
+    units = {(t, r) for t in tasks for r in range(3)}
+    order = load_suite("v1").task_ids
+    assert module._stages(agent, order, units, "none", 1) == [[tasks[0]], [tasks[1]]]
+    assert module._stages(agent, order, units, "none", 2) == [tasks]  # 8 per stage: one stage
+
+    real_ensure, calls = module.ensure_artifacts, []
+
+    def stopped_in_stage_two(agent_path, units, **kwargs):
+        calls.append(sorted({t for t, _ in units}))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # a session's end, during the second stage's rebuilds
+        return real_ensure(agent_path, units, **kwargs)
+
+    monkeypatch.setattr(module, "ensure_artifacts", stopped_in_stage_two)
+    with pytest.raises(KeyboardInterrupt):
+        verify(RANDOM_RESULTS, agent, tasks=tasks, workers=1, leaderboard=board, progress=False,
+               artifact_store="none")
+    assert "stage 1 of 2: gym/CartPole-v1" in capsys.readouterr().out
+    assert calls == [[tasks[0]], [tasks[1]]]
+    assert sorted(p.name for p in (agent.parent / "ckpt").iterdir()) == ["CartPole-v1"]  # stage 2 built nothing
+    [folder] = [p for p in module.work_root().iterdir() if p.is_dir()]
+
+    def journaled(name: str) -> list[tuple]:
+        lines = (folder / name).read_text().splitlines()[1:]
+        return [(r["task"], r["run"], r["index"]) for r in map(json.loads, lines)]
+
+    first_rerun, first_fresh = journaled("rerun.episodes.jsonl"), journaled("fresh.episodes.jsonl")
+    assert first_rerun and {k[0] for k in first_rerun} == {tasks[0]}  # stage 1's sample, played
+    assert {(k[0], k[1]) for k in first_fresh} == {(tasks[0], r) for r in range(3)}  # and its fresh seeds
+
+    monkeypatch.setattr(module, "ensure_artifacts", real_ensure)
+    # stage 2's artifacts cannot be had (no rebuilds allowed): recorded, and stage 1's episodes stay
+    with pytest.raises(ArtifactError, match="Acrobot-v1/run0.bin is missing"):
+        verify(RANDOM_RESULTS, agent, tasks=tasks, workers=1, leaderboard=board, progress=False,
+               artifact_store="none", rebuild=False)
+    assert "the episodes played so far are kept" in capsys.readouterr().err
+    assert journaled("rerun.episodes.jsonl") == first_rerun and journaled("fresh.episodes.jsonl") == first_fresh
+    real_run, replayed = module.run_evaluation, []
+
+    def watched(cfg):
+        journal = Path(cfg.out).with_name(Path(cfg.out).stem + ".episodes.jsonl")
+        before = len(journal.read_text().splitlines())
+        out = real_run(cfg)
+        replayed.extend(json.loads(line)["task"] for line in journal.read_text().splitlines()[before:])
+        return out
+
+    monkeypatch.setattr(module, "run_evaluation", watched)
+    record, entry = verify(RANDOM_RESULTS, agent, tasks=tasks, workers=1, leaderboard=board, progress=False,
+                           artifact_store="none")
+    assert replayed and set(replayed) == {tasks[1]}  # nothing of stage 1 was played again
+    assert record["passed"] and record["generalization"]["passed"]
+    # the artifacts of what remained to play: CartPole's episodes were all in the journals, so its files
+    # (kept on disk) were not needed again; Acrobot's were built
+    assert [(r["path"], r["status"]) for r in record["artifacts"]] == [
+        (f"ckpt/Acrobot-v1/run{r}.bin", "rebuilt") for r in range(3)]
+    assert {r["task"] for r in record["episodes"]} == set(tasks)
+    fresh_played = {(e["task"], e["run"]) for e in record["generalization"]["episodes"]}
+    assert fresh_played == units
+    assert [r["status"] for r in entry.verifications()] == ["not_verifiable", "passed"]
+    assert list(module.work_root().iterdir()) == []
 
 
 def test_a_rebuild_that_does_not_reproduce_the_file_is_set_aside(tmp_path):

@@ -10,7 +10,8 @@ A verification can take hours (a whole suite's fresh seeds), so it keeps its wor
 their episodes in a folder of the verifier's cache (`work_root`), keyed by the results file's bytes, the
 agent file and the options, beside the seed drawn when it started. Run the same command again after an
 interruption and it resumes with that seed and those episodes; `restart` draws afresh. The folder is
-removed once the outcome is recorded.
+removed once the outcome is recorded. A verification that must rebuild pinned artifacts goes in
+stages (`_stages`): a few rebuilds, then those tasks' episodes into the journals, then the next stage.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ import numpy as np
 from .. import __version__
 from ..agent import agent_file_hash
 from ..analysis import episode_value
-from ..artifacts import ArtifactError, ensure_artifacts
+from ..artifacts import ArtifactError, ensure_artifacts, pending_rebuilds
 from ..cache import user_cache_dir
 from ..clock import utc_now
 from ..errors import ResultsError, UserError
@@ -115,6 +116,26 @@ class _Work:
         except (OSError, ValueError):
             return None
         return state if isinstance(state, dict) and isinstance(state.get("seed"), int) else None
+
+    def journaled(self, name: str) -> set[tuple]:
+        """The (task, run, index) keys of the episodes in the journal ``name`` (``rerun`` or ``fresh``)."""
+        keys: set[tuple] = set()
+        try:
+            lines = (self.folder / f"{name}.episodes.jsonl").read_bytes().splitlines()
+        except OSError:
+            return keys
+        for line in lines:
+            try:
+                rec = json.loads(line)
+                if "journal" not in rec:
+                    keys.add((rec["task"], rec["run"], rec["index"]))
+            except (ValueError, KeyError, TypeError):
+                break  # a torn last line: the journal drops it too
+        return keys
+
+    def played(self) -> bool:
+        """Whether any episode was journaled here (by this verification or the interrupted one it resumes)."""
+        return bool(self.journaled("rerun") or self.journaled("fresh"))
 
     def finish(self) -> None:
         """The outcome is recorded: the work is no longer needed."""
@@ -280,23 +301,75 @@ def _brief(e: Episode) -> dict:
             "status": e.status.value, "digest": e.digest} | ({"harness": e.harness} if e.harness is not None else {})
 
 
-def _fresh_seed_check(cfg: _SampleConfig, suite: Suite, pool: list[Episode], tasks: list[TaskSpec], runs: int,
-                      seed: int, folder: Path) -> dict:
-    """Play ``tasks`` x ``runs`` on fresh seeds (drawn from ``seed``) as ``cfg`` plays its sample, and
-    test each domain's published-seed score against them (`polar_bench.generalization.gap_test`)."""
-    published = normalized_by_stratum(suite, pool)
-    per_run = fresh_episode_count(published, limit=min(t.episodes for t in tasks))
+@dataclass(frozen=True)
+class _FreshPlan:
+    """The fresh-seed evaluation of a verification: every selected task and run on ``per_run`` seeds drawn
+    from ``entropy`` (`polar_bench.generalization`), played as the sample is (``cfg``'s journal)."""
+
+    cfg: _SampleConfig
+    per_run: int
+    entropy: int
+
+    def keys(self, task_ids: set[str]) -> frozenset:
+        """The (task, run, index) keys of the fresh episodes of these tasks."""
+        return frozenset((t.id, r, i) for t in self.cfg.tasks if t.id in task_ids
+                         for r in range(self.cfg.runs) for i in range(self.per_run))
+
+
+def _fresh_plan(cfg: _SampleConfig, suite: Suite, pool: list[Episode], tasks: list[TaskSpec], runs: int,
+                seed: int, folder: Path) -> _FreshPlan:
+    """How many fresh episodes each task and run gets (enough for the gap test to see `DETECTABLE_GAP`, at
+    most a task's published count) and their seeds, drawn from ``seed``."""
+    per_run = fresh_episode_count(normalized_by_stratum(suite, pool), limit=min(t.episodes for t in tasks))
     entropy, seeds = draw_fresh_seeds(tasks, per_run, entropy=seed)
-    played, _ = run_evaluation(dataclasses.replace(
+    return _FreshPlan(dataclasses.replace(
         cfg, sample=None, out=str(folder / "fresh.json"), tasks=tasks, runs=runs, fresh_seeds=seeds,
-        fresh_entropy=entropy, command=f"{cfg.command} (fresh seeds)"))
-    gaps = gap_test(published, normalized_by_stratum(suite, played.episodes), seed=entropy)
+        fresh_entropy=entropy, command=f"{cfg.command} (fresh seeds)"), per_run, entropy)
+
+
+def _fresh_seed_check(plan: _FreshPlan, suite: Suite, pool: list[Episode]) -> dict:
+    """Play (or take from the journal) every fresh episode of ``plan`` and test each domain's published-seed
+    score against them (`polar_bench.generalization.gap_test`)."""
+    published = normalized_by_stratum(suite, pool)
+    played, _ = run_evaluation(plan.cfg)
+    gaps = gap_test(published, normalized_by_stratum(suite, played.episodes), seed=plan.entropy)
     failed = [g for g in gaps if g.significant]
-    return {"passed": not failed, "entropy": entropy, "episodes_per_task_run": per_run, "runs": runs,
-            "false_alarm_rate": FALSE_ALARM_RATE, "test_level": TEST_LEVEL, "detectable_gap": DETECTABLE_GAP,
-            "domains": [g.to_json() for g in gaps], "reasons": [g.reason() for g in failed],
+    return {"passed": not failed, "entropy": plan.entropy, "episodes_per_task_run": plan.per_run,
+            "runs": plan.cfg.runs, "false_alarm_rate": FALSE_ALARM_RATE, "test_level": TEST_LEVEL,
+            "detectable_gap": DETECTABLE_GAP, "domains": [g.to_json() for g in gaps],
+            "reasons": [g.reason() for g in failed],
             "not_ok": sum(e.status is not Status.OK for e in played.episodes),
             "episodes": [_brief(e) for e in played.episodes]}
+
+
+# A verification that must rebuild artifacts goes in stages: each rebuilds at most this many per worker,
+# then plays its tasks' sampled and fresh episodes into the journals before the next stage rebuilds.
+STAGE_REBUILDS_PER_WORKER = 4
+
+
+def _stages(agent_path: str | Path, task_order: Sequence[str], units: set[tuple[str, int]], store: str | None,
+            workers: int) -> list[list[str]]:
+    """The tasks of ``units`` in suite order, cut into consecutive stages that each leave at most
+    `STAGE_REBUILDS_PER_WORKER` x ``workers`` artifacts to rebuild (a task's own may exceed it; tasks that
+    need no rebuild join the stage at hand). With nothing to rebuild it is one stage: the whole verification.
+
+    Why: a verifier without the artifacts (a clean clone, a fresh machine) may face hours of retraining (a
+    v2 PPO entry: 245 runs); staged, what is played is journaled as it goes, so a stop loses at most one
+    stage, and the verification moves on in pieces that fit the time a machine is held."""
+    needing = [t for t in task_order if any(u[0] == t for u in units)]
+    stages: list[list[str]] = []
+    current: list[str] = []
+    counted: set[str] = set()  # every artifact already given to a stage (skills shared by tasks count once)
+    in_stage = 0
+    for task in needing:
+        new = pending_rebuilds(agent_path, [u for u in units if u[0] == task], store=store) - counted
+        if current and new and in_stage + len(new) > STAGE_REBUILDS_PER_WORKER * workers:
+            stages.append(current)
+            current, in_stage = [], 0
+        current.append(task)
+        counted |= new
+        in_stage += len(new)
+    return [*stages, current] if current else stages
 
 
 def _submission(results_path: str | Path, agent_path: str | Path) -> tuple[ResultsFile, Suite, str]:
@@ -440,16 +513,6 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
         fresh_tasks = [t for t in suite.tasks if any(e.task == t.id for e in draw.pool)]
         units = {(k[0], k[1]) for k in draw.keys} | ({(t.id, r) for t in fresh_tasks for r in range(runs)}
                                                     if fresh_seeds else set())
-        try:
-            artifacts = ensure_artifacts(agent_path, sorted(units), rebuild=rebuild,
-                                         log=lambda line: print(line, flush=True), store=artifact_store,
-                                         workers=workers or 2)
-        except ArtifactError as exc:
-            if entry is not None:
-                record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": utc_now(),
-                                            "agent_sha256": sha, "polar_bench": __version__, **draw.sampling})
-            work.finish()  # an outcome is recorded; nothing was played
-            raise
         deterministic = results.agent_info.get("deterministic", True) is not False
         # behind the proxy (the default since it existed) every episode's LLM use was counted there
         isolation = results.isolation or {}
@@ -468,9 +531,40 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
             progress=progress, command=f"verify {results_path} --seed {seed}", sample=draw.keys, in_process=False,
             agent_threads=threads, llm_upstream=llm_upstream or "embedded",  # always behind the LLM proxy
             llm_budget=dict(suite.llm) if suite.llm else None)
-        rerun, _ = run_evaluation(cfg)
-        generalization = (_fresh_seed_check(cfg, suite, draw.pool, fresh_tasks, runs, seed, work.folder)
-                          if fresh_seeds else None)
+        fresh = _fresh_plan(cfg, suite, draw.pool, fresh_tasks, runs, seed, work.folder) if fresh_seeds else None
+        if work.resumed is not None:  # artifacts are needed only where episodes remain to be played
+            units = {k[:2] for k in draw.keys - work.journaled("rerun")}
+            if fresh is not None:
+                units |= {k[:2] for k in fresh.keys({t.id for t in fresh_tasks}) - work.journaled("fresh")}
+        stages = _stages(agent_path, suite.task_ids, units, artifact_store, workers or 2)
+        artifacts: dict[str, dict] = {}  # path -> row, the first stage's (an artifact shared by tasks)
+        for n, stage in enumerate(stages, 1):
+            if len(stages) > 1:
+                print(f"stage {n} of {len(stages)}: {', '.join(stage)} (its artifacts, then its episodes)",
+                      flush=True)
+            try:
+                for row in ensure_artifacts(agent_path, sorted(u for u in units if u[0] in stage), rebuild=rebuild,
+                                            log=lambda line: print(line, flush=True), store=artifact_store,
+                                            workers=workers or 2):
+                    artifacts.setdefault(row["path"], row)
+            except ArtifactError as exc:
+                if entry is not None:
+                    record_verification(entry, {"status": "not_verifiable", "reason": str(exc), "date": utc_now(),
+                                                "agent_sha256": sha, "polar_bench": __version__, **draw.sampling})
+                if work.played():  # what was played stays (earlier stages, or before an interruption)
+                    print(f"note: the episodes played so far are kept in {work.folder}; the same verify command "
+                          "resumes with them once the artifact can be had", file=sys.stderr)
+                else:
+                    work.finish()  # an outcome is recorded; nothing was played
+                raise
+            if n < len(stages):  # the last stage is played by the whole evaluations below
+                stage_keys = frozenset(k for k in draw.keys if k[0] in stage)
+                if stage_keys:
+                    run_evaluation(dataclasses.replace(cfg, sample=stage_keys))
+                if fresh is not None:
+                    run_evaluation(dataclasses.replace(fresh.cfg, sample=fresh.keys(set(stage))))
+        rerun, _ = run_evaluation(cfg)  # every sampled episode (those of earlier stages from the journal)
+        generalization = _fresh_seed_check(fresh, suite, draw.pool) if fresh is not None else None
         rows = _rows(draw.picked, rerun, suite, deterministic, tolerance, llm_counted)
         matched = sum(r["match"] for r in rows)
         counts = {k: sum(r["compared_by"] == k for r in rows) for k in ("digest", "exact", "float", "tolerance")}
@@ -479,7 +573,7 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
             "status": "passed" if passed else "failed", "date": utc_now(), "passed": passed,
             **draw.sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts,
             "notes": _notes(counts), "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
-            "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": artifacts,
+            "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": list(artifacts.values()),
             "isolation": rerun.isolation, "polar_bench": __version__,
             "versions": rerun.versions, "environment": rerun.environment, "episodes": rows,
             "generalization": generalization,
