@@ -374,6 +374,11 @@ def test_a_verification_that_must_rebuild_goes_in_stages_and_a_stop_keeps_the_st
     assert module._stages(agent, order, units, "none", 1) == [[tasks[0]], [tasks[1]]]
     assert module._stages(agent, order, units, "none", 2) == [tasks]  # 8 per stage: one stage
 
+    with pytest.raises(ArtifactError, match="CartPole-v1/run0.bin is missing"):  # --no-rebuild: not staged,
+        verify(RANDOM_RESULTS, agent, tasks=tasks, workers=1, leaderboard=None, progress=False,
+               artifact_store="none", rebuild=False)
+    assert list(module.work_root().iterdir()) == []  # so it failed before playing anything, and kept nothing
+
     real_ensure, calls = module.ensure_artifacts, []
 
     def stopped_in_stage_two(agent_path, units, **kwargs):
