@@ -368,11 +368,13 @@ def test_a_verification_that_must_rebuild_goes_in_stages_and_a_stop_keeps_the_st
              "sha256": hashlib.sha256(f"{t} run {r}".encode()).hexdigest()} for t in tasks for r in range(3)]
     agent = _agent_with_manifest(tmp_path, {"format": 1, "recipes": {"w": {"command": TASK_WEIGHTS}},
                                             "artifacts": arts})
-    # with one worker a stage rebuilds at most 4: CartPole's 3 runs, then Acrobot's (suite order: CartPole first)
+    # a stage closes once it holds 2 rebuilds per worker: with one worker CartPole's 3 runs, then Acrobot's
+    # (suite order: CartPole first); with two, both tasks' 6
+    monkeypatch.setattr(module, "STAGE_REBUILDS_PER_WORKER", 2)
     units = {(t, r) for t in tasks for r in range(3)}
     order = load_suite("v1").task_ids
     assert module._stages(agent, order, units, "none", 1) == [[tasks[0]], [tasks[1]]]
-    assert module._stages(agent, order, units, "none", 2) == [tasks]  # 8 per stage: one stage
+    assert module._stages(agent, order, units, "none", 2) == [tasks]
 
     with pytest.raises(ArtifactError, match="CartPole-v1/run0.bin is missing"):  # --no-rebuild: not staged,
         verify(RANDOM_RESULTS, agent, tasks=tasks, workers=1, leaderboard=None, progress=False,

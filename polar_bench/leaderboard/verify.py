@@ -342,16 +342,17 @@ def _fresh_seed_check(plan: _FreshPlan, suite: Suite, pool: list[Episode]) -> di
             "episodes": [_brief(e) for e in played.episodes]}
 
 
-# A verification that must rebuild artifacts goes in stages: each rebuilds at most this many per worker,
-# then plays its tasks' sampled and fresh episodes into the journals before the next stage rebuilds.
+# A verification that must rebuild artifacts goes in stages: each rebuilds about this many per worker (it
+# closes once it holds that many: whole rounds keep every worker busy), then plays its tasks' sampled and
+# fresh episodes into the journals before the next stage rebuilds.
 STAGE_REBUILDS_PER_WORKER = 4
 
 
 def _stages(agent_path: str | Path, task_order: Sequence[str], units: set[tuple[str, int]], store: str | None,
             workers: int) -> list[list[str]]:
-    """The tasks of ``units`` in suite order, cut into consecutive stages that each leave at most
-    `STAGE_REBUILDS_PER_WORKER` x ``workers`` artifacts to rebuild (a task's own may exceed it; tasks that
-    need no rebuild join the stage at hand). With nothing to rebuild it is one stage: the whole verification.
+    """The tasks of ``units`` in suite order, cut into consecutive stages: a stage closes once the artifacts
+    it leaves to rebuild reach `STAGE_REBUILDS_PER_WORKER` x ``workers`` (tasks that need no rebuild join
+    the stage at hand). With nothing to rebuild it is one stage: the whole verification.
 
     Why: a verifier without the artifacts (a clean clone, a fresh machine) may face hours of retraining (a
     v2 PPO entry: 245 runs); staged, what is played is journaled as it goes, so a stop loses at most one
@@ -363,12 +364,12 @@ def _stages(agent_path: str | Path, task_order: Sequence[str], units: set[tuple[
     in_stage = 0
     for task in needing:
         new = pending_rebuilds(agent_path, [u for u in units if u[0] == task], store=store) - counted
-        if current and new and in_stage + len(new) > STAGE_REBUILDS_PER_WORKER * workers:
-            stages.append(current)
-            current, in_stage = [], 0
         current.append(task)
         counted |= new
         in_stage += len(new)
+        if in_stage >= STAGE_REBUILDS_PER_WORKER * workers:
+            stages.append(current)
+            current, in_stage = [], 0
     return [*stages, current] if current else stages
 
 
