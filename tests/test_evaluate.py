@@ -412,6 +412,28 @@ def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path,
     assert _returns(str(out)) == _returns(ref)
 
 
+def test_an_interruption_counts_the_saved_episodes_of_its_own_selection(tmp_path, monkeypatch):
+    """A journal can hold more than the units being played (verify's stages play a few tasks of the
+    whole selection into one journal): the interruption's message counts this selection's saved ones."""
+    from types import SimpleNamespace
+
+    from polar_bench.evaluate import run as run_module
+    from polar_bench.evaluate.config import RunOutcome, Unit
+    from polar_bench.evaluate.journal import Journal
+
+    journal = Journal(tmp_path / "r.episodes.jsonl", {"suite": "s", "tasks": ["a", "b"]})
+    for task, index in (("a", 0), ("b", 0), ("b", 1)):
+        journal.append({"task": task, "run": 0, "index": index, "status": "ok"})
+
+    def stopped(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "_drive", stopped)
+    cfg = SimpleNamespace(retry_failed=False, tasks=[], progress=False)
+    with pytest.raises(KeyboardInterrupt, match="1 of 2 episodes are saved"):  # not "3 of 2"
+        run_module._play(cfg, journal, [Unit("a", 0, 0, 7), Unit("a", 0, 1, 8)], RunOutcome())
+
+
 WORKER_BREAKER = """
 import multiprocessing
 import os

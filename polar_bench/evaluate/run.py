@@ -169,7 +169,8 @@ def _play(cfg: EvalConfig, journal: Journal, units: list, outcome: RunOutcome) -
     if fatal is not None:
         raise AgentLoadError(fatal)
     if interrupted:
-        raise KeyboardInterrupt(f"{len(journal.done)} of {len(units)} episodes are saved in {journal.path}; "
+        saved = sum(u.key in journal.done for u in units)  # the journal may hold more (a wider evaluation's)
+        raise KeyboardInterrupt(f"{saved} of {len(units)} episodes are saved in {journal.path}; "
                                 f"run the same command again to resume")
     return layers_seen
 
