@@ -403,6 +403,7 @@ def test_a_verification_that_must_rebuild_goes_in_stages_and_a_stop_keeps_the_st
         return [(r["task"], r["run"], r["index"]) for r in map(json.loads, lines)]
 
     first_rerun, first_fresh = journaled("rerun.episodes.jsonl"), journaled("fresh.episodes.jsonl")
+    started = json.loads((folder / "state.json").read_text())["started"]
     assert first_rerun and {k[0] for k in first_rerun} == {tasks[0]}  # stage 1's sample, played
     assert {(k[0], k[1]) for k in first_fresh} == {(tasks[0], r) for r in range(3)}  # and its fresh seeds
 
@@ -427,6 +428,7 @@ def test_a_verification_that_must_rebuild_goes_in_stages_and_a_stop_keeps_the_st
                            artifact_store="none")
     assert replayed and set(replayed) == {tasks[1]}  # nothing of stage 1 was played again
     assert record["passed"] and record["generalization"]["passed"]
+    assert record["resumed_from"] == started and started  # the record says it went on from an earlier start
     # the artifacts of what remained to play: CartPole's episodes were all in the journals, so its files
     # (kept on disk) were not needed again; Acrobot's were built
     assert [(r["path"], r["status"]) for r in record["artifacts"]] == [

@@ -576,7 +576,9 @@ def verify(results_path: str | Path, agent_path: str | Path, sample: int | None 
             "status": "passed" if passed else "failed", "date": utc_now(), "passed": passed,
             **draw.sampling, "mode": "exact" if tolerance == 0 else "tolerance", "compared_by": counts,
             "notes": _notes(counts), "tolerance": tolerance, "deterministic": deterministic, "matched": matched,
-            "mismatched": len(rows) - matched, "agent_sha256": sha, "artifacts": list(artifacts.values()),
+            "mismatched": len(rows) - matched, "agent_sha256": sha,
+            # what this run checked, fetched or rebuilt: after a resume, for the episodes it had left to play
+            "artifacts": list(artifacts.values()), "resumed_from": work.resumed,
             "isolation": rerun.isolation, "polar_bench": __version__,
             "versions": rerun.versions, "environment": rerun.environment, "episodes": rows,
             "generalization": generalization,
