@@ -29,9 +29,9 @@ from .errors import UserError
 from .numerics import MODES, PORTABLE, portable_supported
 
 __all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "ArtifactStore", "load_manifest",
-           "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "pending_rebuilds", "publish_artifacts",
-           "store_location", "file_sha256", "machine_description", "run_recipe", "RECIPE_MEMORY_MB",
-           "RECIPE_MAX_PROCESSES", "RECIPE_DISK_MB", "STORE_ENV"]
+           "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "pending_artifacts", "pending_rebuilds",
+           "publish_artifacts", "store_location", "file_sha256", "machine_description", "run_recipe",
+           "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES", "RECIPE_DISK_MB", "STORE_ENV"]
 
 MANIFEST_NAME = "artifacts.json"
 MANIFEST_FORMAT = 1
@@ -298,18 +298,20 @@ def fetch_missing_artifacts(agent_path: str | Path, units: Iterable[tuple[str, i
     return rows
 
 
-def pending_rebuilds(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None, *,
-                     store: str | None = None) -> set[str]:
-    """The manifest paths of the artifacts the (task, run) ``units`` need that are neither on disk nor in
-    the artifact store (``store``, as `ensure_artifacts` takes it): what `ensure_artifacts` would have to
-    rebuild. Nothing is hashed or fetched; a store that cannot be asked counts as holding nothing."""
+def pending_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None, *,
+                      store: str | None = None) -> list[Artifact]:
+    """The manifest's artifacts that the (task, run) ``units`` need and that are neither on disk nor in the
+    artifact store (``store``, as `ensure_artifacts` takes it): what `ensure_artifacts` would have to
+    rebuild, in manifest order. Nothing is hashed or fetched; a store that cannot be asked counts as
+    holding nothing. The manifest is read once and the store asked once per artifact, so a caller that
+    groups them (verify's stages, by task) asks here once for all its units."""
     manifest = load_manifest(agent_path)
     if manifest is None:
-        return set()
+        return []
     where = store_location(store)
     artifact_store = ArtifactStore(where) if where is not None else None
     wanted = None if units is None else sorted(set(units))
-    out = set()
+    out = []
     for artifact in manifest.artifacts:
         if not artifact.needed_by(wanted) or manifest.file(artifact).is_file():
             continue
@@ -318,8 +320,14 @@ def pending_rebuilds(agent_path: str | Path, units: Iterable[tuple[str, int]] | 
         except OSError:
             stored = False
         if not stored:
-            out.add(artifact.path)
+            out.append(artifact)
     return out
+
+
+def pending_rebuilds(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None, *,
+                     store: str | None = None) -> set[str]:
+    """The manifest paths of `pending_artifacts`."""
+    return {a.path for a in pending_artifacts(agent_path, units, store=store)}
 
 
 def publish_artifacts(agent_path: str | Path, store: str | None = None,

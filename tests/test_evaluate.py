@@ -359,6 +359,37 @@ def test_kill_9_then_resume_loses_and_duplicates_nothing(tmp_path, capsys):
     assert code == 0 and _returns(str(out)) == _returns(ref)
 
 
+def test_the_read_only_journal_reader_sees_the_episodes_a_resume_keeps(tmp_path):
+    """verify decides what it still has to play (and so which artifacts to fetch or rebuild) from
+    `journaled_keys`; the engine then resumes with `Journal`. The two must agree on every journal: a blank
+    line inside it, a torn last line that parses as JSON but lacks its newline, a record cut short."""
+    from polar_bench.evaluate.journal import Journal, journaled_keys
+    identity = {"agent_sha256": "a" * 64, "suite": "s", "tasks": ["t"], "runs": 1, "episodes": 3}
+
+    def rec(i: int) -> str:
+        return json.dumps({"task": "t", "run": 0, "index": i, "status": "ok"}) + "\n"
+
+    header = json.dumps({"journal": 1, "identity": identity, "started": "x"}) + "\n"
+    cases = {
+        "blank line inside": header + rec(0) + "\n" + rec(1) + rec(2),
+        "whole record without its newline": header + rec(0) + rec(1) + rec(2).rstrip("\n"),
+        "record cut short": header + rec(0) + rec(1)[:20],
+        "not a record": header + rec(0) + "[1, 2]\n" + rec(1),
+    }
+    for name, text in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(text)
+        seen = journaled_keys(path)
+        journal = Journal(path, identity)
+        journal.close()
+        assert seen == set(journal.done), name
+        assert journaled_keys(path) == seen, name  # what the resume truncated was not an episode
+        assert all(json.loads(line) for line in path.read_text().splitlines() if line), name
+    assert journaled_keys(tmp_path / "blank line inside.jsonl") == {("t", 0, 0), ("t", 0, 1), ("t", 0, 2)}
+    assert journaled_keys(tmp_path / "whole record without its newline.jsonl") == {("t", 0, 0), ("t", 0, 1)}
+    assert journaled_keys(tmp_path / "absent.jsonl") == set()
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and PR_SET_PDEATHSIG are Linux's")
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_stopping_evaluate_alone_stops_its_workers_and_resume_finishes(tmp_path, capsys, sig):

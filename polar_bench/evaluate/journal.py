@@ -6,12 +6,13 @@ import json
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..clock import utc_now
 from ..errors import UserError
 
-__all__ = ["Journal", "Progress"]
+__all__ = ["Journal", "Progress", "journaled_keys"]
 
 
 def _extends(old: dict | None, new: dict) -> bool:
@@ -25,6 +26,40 @@ def _extends(old: dict | None, new: dict) -> bool:
     runs_old, runs_new = old.get("runs"), new.get("runs")
     fewer_runs = runs_old == runs_new or (type(runs_old) is int and type(runs_new) is int and runs_old <= runs_new)
     return same and fewer_runs and set(old.get("tasks") or ()) <= set(new.get("tasks") or ())
+
+
+def _records(raw: bytes) -> Iterator[tuple[dict, int]]:
+    """(record, bytes read through its line) for each good line of a journal's bytes, in order. It stops at
+    the first line that is not a JSON object (a torn last line from a kill, a write cut short): what
+    follows is not trusted, and `Journal` truncates the file there."""
+    good_bytes = 0
+    lines = raw.split(b"\n")
+    complete = raw.endswith(b"\n")
+    for i, line in enumerate(lines):
+        if not line:
+            good_bytes += 1 if i < len(lines) - 1 else 0
+            continue
+        if i == len(lines) - 1 and not complete:
+            return  # torn last line from a kill: drop it
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            return
+        if not isinstance(rec, dict) or ("journal" not in rec and not all(k in rec for k in ("task", "run", "index"))):
+            return
+        good_bytes += len(line) + 1
+        yield rec, good_bytes
+
+
+def journaled_keys(path: str | Path) -> set[tuple]:
+    """The (task, run, index) keys of the episodes a journal holds, read as `Journal` would resume it
+    (a torn tail dropped), without opening it for writing or checking whose it is; a missing or unreadable
+    file holds none."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError:
+        return set()
+    return {(rec["task"], rec["run"], rec["index"]) for rec, _ in _records(raw) if "journal" not in rec}
 
 
 class Journal:
@@ -60,19 +95,9 @@ class Journal:
 
     def _load(self) -> None:
         raw = self.path.read_bytes()
-        lines = raw.split(b"\n")
-        complete = raw.endswith(b"\n")
-        good_bytes = 0
         self._has_header = False
-        for i, line in enumerate(lines):
-            if not line:
-                continue
-            if i == len(lines) - 1 and not complete:
-                break  # torn last line from a kill: drop it
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                break
+        good_bytes = 0
+        for rec, read in _records(raw):
             if "journal" in rec:
                 if not _extends(rec.get("identity"), self.identity):
                     raise UserError(
@@ -85,7 +110,7 @@ class Journal:
                 key = (rec["task"], rec["run"], rec["index"])
                 self.done[key] = rec  # the last attempt wins (--retry-failed appends again)
                 self.attempts[key] = self.attempts.get(key, 0) + 1
-            good_bytes += len(line) + 1
+            good_bytes = read
         if good_bytes < len(raw):
             with open(self.path, "r+b") as fh:
                 fh.truncate(good_bytes)

@@ -37,11 +37,12 @@ import numpy as np
 from .. import __version__
 from ..agent import agent_file_hash
 from ..analysis import episode_value
-from ..artifacts import ArtifactError, ensure_artifacts, pending_rebuilds
+from ..artifacts import ArtifactError, ensure_artifacts, pending_artifacts
 from ..cache import user_cache_dir
 from ..clock import utc_now
 from ..errors import ResultsError, UserError
 from ..evaluate import DEFAULT_AGENT_THREADS, EvalConfig, Unit, run_evaluation
+from ..evaluate.journal import journaled_keys
 from ..generalization import (
     DETECTABLE_GAP,
     FALSE_ALARM_RATE,
@@ -119,19 +120,7 @@ class _Work:
 
     def journaled(self, name: str) -> set[tuple]:
         """The (task, run, index) keys of the episodes in the journal ``name`` (``rerun`` or ``fresh``)."""
-        keys: set[tuple] = set()
-        try:
-            lines = (self.folder / f"{name}.episodes.jsonl").read_bytes().splitlines()
-        except OSError:
-            return keys
-        for line in lines:
-            try:
-                rec = json.loads(line)
-                if "journal" not in rec:
-                    keys.add((rec["task"], rec["run"], rec["index"]))
-            except (ValueError, KeyError, TypeError):
-                break  # a torn last line: the journal drops it too
-        return keys
+        return journaled_keys(self.folder / f"{name}.episodes.jsonl")
 
     def played(self) -> bool:
         """Whether any episode was journaled here (by this verification or the interrupted one it resumes)."""
@@ -358,12 +347,14 @@ def _stages(agent_path: str | Path, task_order: Sequence[str], units: set[tuple[
     v2 PPO entry: 245 runs); staged, what is played is journaled as it goes, so a stop loses at most one
     stage, and the verification moves on in pieces that fit the time a machine is held."""
     needing = [t for t in task_order if any(u[0] == t for u in units)]
+    pending = pending_artifacts(agent_path, units, store=store)
     stages: list[list[str]] = []
     current: list[str] = []
     counted: set[str] = set()  # every artifact already given to a stage (skills shared by tasks count once)
     in_stage = 0
     for task in needing:
-        new = pending_rebuilds(agent_path, [u for u in units if u[0] == task], store=store) - counted
+        mine = [u for u in units if u[0] == task]
+        new = {a.path for a in pending if a.needed_by(mine)} - counted
         current.append(task)
         counted |= new
         in_stage += len(new)
