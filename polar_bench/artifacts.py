@@ -26,7 +26,7 @@ from typing import Any
 
 from .cache import user_cache_dir
 from .errors import UserError
-from .numerics import MODES, PORTABLE, portable_supported
+from .numerics import MODES, PORTABLE, portable_supported, vendor_of
 
 __all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "ArtifactStore", "load_manifest",
            "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "pending_artifacts", "pending_rebuilds",
@@ -434,11 +434,13 @@ def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None])
         raise ArtifactError(f"{target} is missing and its manifest gives no recipe to rebuild it; restore the "
                             "file (the agent's url in AGENT_INFO says where to get it)")
     if artifact.numerics == PORTABLE:
-        ok, why = portable_supported()
+        ok, why = portable_supported(built_on=artifact.built_on)
         if not ok:
+            vendor = vendor_of(artifact.built_on)
+            where = f"an {vendor} x86-64 machine" if vendor else "an x86-64 machine with AVX2 and FMA"
             raise ArtifactError(f"{target} is missing and cannot be rebuilt here: {why} (its recipe trains in "
                                 f"the {PORTABLE} numeric mode); fetch it from an artifact store (--artifact-store) "
-                                "or verify on an x86-64 machine with AVX2 and FMA")
+                                f"or verify on {where}")
     recipe = manifest.recipes[artifact.recipe]
     workdir = Path(tempfile.mkdtemp(prefix="polar_bench_rebuild_"))
     out = workdir / "out" / target.name
@@ -455,9 +457,9 @@ def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None])
         lines = [line for line in (done.stderr or done.stdout).strip().splitlines()
                  if not line.startswith(_LAYERS_LINE)]
         why = (f"exit code {done.returncode}: {lines[-1][:300]}" if lines else f"exit code {done.returncode}") \
-            if done.returncode != 0 else "it wrote no regular file at {path}"
+            if done.returncode != 0 else f"it wrote no regular file at {out}"
         raise ArtifactError(f"{target} is missing and its rebuild failed ({why}); the recipe runs locked down "
-                            f"(no network, writes only to {{path}}, HOME and TMPDIR): run '{' '.join(command)}' "
+                            f"(no network, writes only to {out.parent}, HOME and TMPDIR): run '{' '.join(command)}' "
                             f"in {cwd} to see why")
     return out, _layers(done.stderr)
 

@@ -1,10 +1,13 @@
-"""The portable numeric mode: training whose checkpoint bytes are the same on any x86-64 CPU with AVX2 and FMA.
+"""The portable numeric mode: training whose checkpoint bytes are the same on any x86-64 CPU with AVX2 and FMA
+of the same vendor (measured across AMD Zen 2, Zen 4 and Zen 5; not across AMD and Intel).
 
 torch picks its CPU kernels by the widest instruction set the machine has (ATen's dispatch, oneDNN,
 MKL), so a float's last bits, and after many updates a checkpoint's bytes, depend on the CPU.
 `enter` caps all three at AVX2, puts MKL in its conditional-numerical-reproducibility mode and uses
-one thread, before torch computes anything; `in_force` reads back what took effect. What this
-promises and what was measured: docs/artifacts.md.
+one thread, before torch computes anything; `in_force` reads back what took effect. MKL runs its
+AVX2 reproducibility branch on Intel CPUs only (on others, its AUTO branch), so a pin made on one
+vendor's CPU is not rebuilt on the other's: `portable_supported` says so before a rebuild is tried.
+What this promises and what was measured: docs/artifacts.md.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import Any
 
 from .errors import UserError
 
-__all__ = ["PORTABLE", "NATIVE", "MODES", "PORTABLE_ENV", "NumericsError", "cpu_flags", "cpu_name",
-           "portable_supported", "enter", "in_force"]
+__all__ = ["PORTABLE", "NATIVE", "MODES", "PORTABLE_ENV", "NumericsError", "cpu_flags", "cpu_name", "cpu_vendor",
+           "vendor_of", "portable_supported", "enter", "in_force"]
 
 PORTABLE = "avx2-portable"
 NATIVE = "native"
@@ -55,14 +58,40 @@ def cpu_name() -> str:
     return _cpuinfo("model name") or platform.processor() or platform.machine()
 
 
-def portable_supported(flags: frozenset[str] | None = None) -> tuple[bool, str]:
-    """Whether this machine can train (or rebuild) in the portable mode, and if not, why not."""
+_VENDORS = {"AuthenticAMD": "AMD", "GenuineIntel": "Intel"}
+
+
+def cpu_vendor() -> str | None:
+    """"AMD" or "Intel" for this machine's CPU (None for another vendor, or where /proc/cpuinfo is not there)."""
+    return _VENDORS.get(_cpuinfo("vendor_id") or "")
+
+
+def vendor_of(description: str | None) -> str | None:
+    """The vendor ("AMD", "Intel") of a CPU as `polar_bench.artifacts.machine_description` wrote it (an
+    artifact's ``built_on``); None where the description does not say."""
+    words = (description or "").replace("(R)", " ").replace(",", " ").split()
+    found = {v for v in _VENDORS.values() if v in words}
+    return found.pop() if len(found) == 1 else None
+
+
+def portable_supported(flags: frozenset[str] | None = None, built_on: str | None = None,
+                       vendor: str | None = None) -> tuple[bool, str]:
+    """Whether this machine can train (or rebuild) in the portable mode, and if not, why not.
+    ``built_on``: the machine a pin to be rebuilt was made on (its manifest's ``built_on``); a CPU of
+    another vendor computes other floats (MKL, module docstring). ``flags`` and ``vendor`` stand for this
+    machine's (tests)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False, f"the portable mode is defined for x86-64 CPUs; this one is {platform.machine()}"
     flags = cpu_flags() if flags is None else flags
     missing = [f.upper() for f in _REQUIRED_FLAGS if f not in flags]
     if missing:
         return False, f"this CPU lacks {' and '.join(missing)}, which the portable mode's kernels need"
+    pinned, here = vendor_of(built_on), vendor or cpu_vendor()
+    if pinned is not None and here is not None and pinned != here:
+        return False, (f"it was pinned on an {pinned} CPU and this one is {here}'s: MKL runs its reproducible "
+                       f"AVX2 branch on Intel CPUs only and its AUTO branch on others, so the two vendors' CPUs "
+                       f"train to other bytes (measured: procgen/bigfish and atari/Boxing pins of an AMD EPYC, "
+                       f"rebuilt on an Intel Xeon)")
     return True, ""
 
 
