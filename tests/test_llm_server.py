@@ -191,3 +191,33 @@ def test_the_server_ends_when_the_process_that_started_it_is_killed(tmp_path):
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+def test_a_server_killed_by_an_illegal_instruction_is_told_with_the_reinstall_that_fixes_it(tmp_path):
+    """llama-cpp-python compiled with AMX on an Intel VM that faults on AMX dies of SIGILL at its first long
+    prompt (seen on this project's machines). Before, each episode failed with "Connection refused"; now
+    the agent's error says how the server died and which reinstall fixes it."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from polar_bench.llm.server import AMX_FREE_REINSTALL, describe_exit
+
+    server = EmbeddedServer(n_threads=1)
+    assert server.death() is None  # never started
+    log = tempfile.TemporaryFile()
+    server._log = log
+    server.proc = subprocess.Popen([sys.executable, "-c", "import os, signal; print('llama_model_load: done', "
+                                    "flush=True); os.kill(os.getpid(), signal.SIGILL)"], stdout=log,
+                                   stderr=subprocess.STDOUT)
+    death = server.death(wait=30)
+    assert death is not None and "killed by SIGILL" in death and AMX_FREE_REINSTALL in death
+    assert death.endswith("its last output: llama_model_load: done")
+    alive = EmbeddedServer(n_threads=1)
+    alive.proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert alive.death(wait=0.2) is None
+    finally:
+        alive.proc.kill()
+        alive.proc.wait()
+    assert describe_exit(3) == "the embedded LLM server exited with code 3"

@@ -254,6 +254,9 @@ class LLMProxy:
             except (http.client.HTTPException, OSError) as exc:
                 conn.close()
                 self._local.conn = None
+                death = self._embedded.death(wait=1.0) if self._embedded is not None else None
+                if death is not None:  # no retry: a crashed server is not coming back (no restart either:
+                    raise _HTTPError(502, death[:1500], "upstream_error") from None  # it would crash again)
                 if attempt == 2 or isinstance(exc, TimeoutError):
                     raise _HTTPError(502, f"the LLM upstream {self.upstream} did not answer: {exc}",
                                      "upstream_error") from None

@@ -276,6 +276,34 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+# llama-cpp-python compiles llama.cpp for the installing machine's CPU (-march=native). Some virtual machines
+# report Intel's AMX but fault on its instructions (seen on an Intel Xeon, CPU model 207, in a Firecracker
+# VM): the server then dies of SIGILL at its first long prompt. A build without AMX runs there.
+NO_AMX = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"  # -mno-amx-tile alone leaves __AMX_INT8__ defined (GCC 12)
+AMX_FREE_REINSTALL = (f"CMAKE_ARGS=\"-DCMAKE_C_FLAGS='{NO_AMX}' -DCMAKE_CXX_FLAGS='{NO_AMX}'\" pip install "
+                      "--force-reinstall --no-deps --no-cache-dir llama-cpp-python==0.3.36")
+
+
+def describe_exit(returncode: int, tail: str = "") -> str:
+    """One line for an embedded LLM server that exited with ``returncode`` (negative: killed by that
+    signal) after printing ``tail``."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        how = f"was killed by {name}"
+    else:
+        how = f"exited with code {returncode}"
+    line = f"the embedded LLM server {how}"
+    if returncode == -signal.SIGILL:
+        line += (" (an illegal instruction: llama-cpp-python was compiled for instructions this CPU or its "
+                 "virtual machine does not run, such as Intel AMX in some VMs); reinstall it without them: "
+                 + AMX_FREE_REINSTALL)
+    last = " | ".join(x.strip() for x in tail.splitlines()[-3:] if x.strip())
+    return f"{line}; its last output: {last}" if last else line
+
+
 class EmbeddedServer:
     """``with EmbeddedServer() as url:`` the base URL (``http://127.0.0.1:PORT/v1``) of the embedded model
     served by ``python -m polar_bench.llm.server`` in a process of its own.
@@ -292,6 +320,7 @@ class EmbeddedServer:
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.model_sha256: str | None = None  # the served file's, from the readiness answer
+        self._log: Any = None  # the server's stdout and stderr
 
     def start(self) -> str:
         port = _free_port()
@@ -299,16 +328,16 @@ class EmbeddedServer:
                "--threads", str(self.n_threads), "--n-ctx", str(self.n_ctx), "--parent-pid", str(os.getpid())]
         if self.model is not None:
             cmd += ["--model", str(self.model)]
-        log = tempfile.TemporaryFile()
+        self._log = log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      start_new_session=True)
         self.url = f"http://127.0.0.1:{port}/v1"
         deadline = time.monotonic() + self.ready_timeout
         while True:
-            if self.proc.poll() is not None:
-                log.seek(0)
-                tail = log.read()[-1500:].decode("utf-8", "replace").strip()
-                raise LLMError(f"the embedded LLM server exited with {self.proc.returncode}: {tail}")
+            death = self.death()
+            if death is not None:
+                self.proc = None
+                raise LLMError(death)
             try:
                 with urllib.request.urlopen(self.url + "/models", timeout=2) as r:
                     if r.status == 200:
@@ -320,6 +349,26 @@ class EmbeddedServer:
                 self.stop()
                 raise LLMError(f"the embedded LLM server did not answer within {self.ready_timeout:g} s")
             time.sleep(0.05)
+
+    def death(self, wait: float = 0.0) -> str | None:
+        """None while the server runs (or was never started); once it has exited, one line saying how,
+        with what it printed last and, for a crash llama.cpp's build causes, the fix. ``wait``: seconds
+        to give a server that is dying (a dropped connection comes before the exit can be reaped)."""
+        proc = self.proc
+        if proc is None:
+            return None
+        try:
+            proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            return None
+        tail = ""
+        if self._log is not None:
+            try:
+                self._log.seek(0)
+                tail = self._log.read()[-1000:].decode("utf-8", "replace").strip()
+            except (OSError, ValueError):
+                pass
+        return describe_exit(proc.returncode, tail)
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
