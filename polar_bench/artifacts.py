@@ -26,7 +26,7 @@ from typing import Any
 
 from .cache import user_cache_dir
 from .errors import UserError
-from .numerics import MODES, PORTABLE, portable_supported, vendor_of
+from .numerics import MODES, PORTABLE_MODES, portable_supported, vendor_of
 
 __all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "ArtifactStore", "load_manifest",
            "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "pending_artifacts", "pending_rebuilds",
@@ -433,14 +433,14 @@ def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None])
     if artifact.recipe is None:
         raise ArtifactError(f"{target} is missing and its manifest gives no recipe to rebuild it; restore the "
                             "file (the agent's url in AGENT_INFO says where to get it)")
-    if artifact.numerics == PORTABLE:
-        ok, why = portable_supported(built_on=artifact.built_on)
+    if artifact.numerics in PORTABLE_MODES:
+        ok, why = portable_supported(built_on=artifact.built_on, mode=artifact.numerics)
         if not ok:
             vendor = vendor_of(artifact.built_on)
             where = f"an {vendor} x86-64 machine" if vendor else "an x86-64 machine with AVX2 and FMA"
             raise ArtifactError(f"{target} is missing and cannot be rebuilt here: {why} (its recipe trains in "
-                                f"the {PORTABLE} numeric mode); fetch it from an artifact store (--artifact-store) "
-                                f"or verify on {where}")
+                                f"the {artifact.numerics} numeric mode); fetch it from an artifact store "
+                                f"(--artifact-store) or verify on {where}")
     recipe = manifest.recipes[artifact.recipe]
     workdir = Path(tempfile.mkdtemp(prefix="polar_bench_rebuild_"))
     out = workdir / "out" / target.name

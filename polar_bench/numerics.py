@@ -7,7 +7,9 @@ MKL), so a float's last bits, and after many updates a checkpoint's bytes, depen
 one thread, before torch computes anything; `in_force` reads back what took effect. MKL runs its
 AVX2 reproducibility branch on Intel CPUs only (on others, its AUTO branch), so a pin made on one
 vendor's CPU is not rebuilt on the other's: `portable_supported` says so before a rebuild is tried.
-What this promises and what was measured: docs/artifacts.md.
+`X86_PORTABLE` is the same with MKL's COMPATIBLE branch, which Intel documents as giving the same
+results on its CPUs and compatible ones (measured on one run so far). What this promises and what was
+measured: docs/artifacts.md.
 """
 
 from __future__ import annotations
@@ -19,15 +21,19 @@ from typing import Any
 
 from .errors import UserError
 
-__all__ = ["PORTABLE", "NATIVE", "MODES", "PORTABLE_ENV", "NumericsError", "cpu_flags", "cpu_name", "cpu_vendor",
-           "vendor_of", "portable_supported", "enter", "in_force"]
+__all__ = ["PORTABLE", "X86_PORTABLE", "NATIVE", "MODES", "PORTABLE_MODES", "PORTABLE_ENV", "NumericsError",
+           "cpu_flags", "cpu_name", "cpu_vendor", "vendor_of", "portable_supported", "enter", "in_force"]
 
-PORTABLE = "avx2-portable"
+PORTABLE = "avx2-portable"  # MKL's AVX2 branch: the same bytes on CPUs of one vendor
+X86_PORTABLE = "x86-portable"  # MKL's COMPATIBLE branch: the same bytes on AMD's and Intel's
 NATIVE = "native"
-MODES = (PORTABLE, NATIVE)
+MODES = (PORTABLE, X86_PORTABLE, NATIVE)
 # Read by torch's ATen dispatch, oneDNN and MKL when they first run, so they must be set before that.
 PORTABLE_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2,STRICT",
                 "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+# MKL_CBWR=COMPATIBLE: the branch Intel documents as giving the same results on Intel and compatible CPUs.
+# Measured: procgen/bigfish run 0 gives 8dcec93e... on an AMD Zen 2 and on an Intel Xeon (docs/artifacts.md).
+PORTABLE_MODES = {PORTABLE: PORTABLE_ENV, X86_PORTABLE: {**PORTABLE_ENV, "MKL_CBWR": "COMPATIBLE,STRICT"}}
 _REQUIRED_FLAGS = ("avx2", "fma")
 
 
@@ -75,11 +81,11 @@ def vendor_of(description: str | None) -> str | None:
 
 
 def portable_supported(flags: frozenset[str] | None = None, built_on: str | None = None,
-                       vendor: str | None = None) -> tuple[bool, str]:
-    """Whether this machine can train (or rebuild) in the portable mode, and if not, why not.
-    ``built_on``: the machine a pin to be rebuilt was made on (its manifest's ``built_on``); a CPU of
-    another vendor computes other floats (MKL, module docstring). ``flags`` and ``vendor`` stand for this
-    machine's (tests)."""
+                       vendor: str | None = None, mode: str = PORTABLE) -> tuple[bool, str]:
+    """Whether this machine can train (or rebuild) in a portable ``mode``, and if not, why not.
+    ``built_on``: the machine a pin to be rebuilt was made on (its manifest's ``built_on``); in `PORTABLE`,
+    a CPU of another vendor computes other floats (MKL, module docstring). ``flags`` and ``vendor`` stand
+    for this machine's (tests)."""
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False, f"the portable mode is defined for x86-64 CPUs; this one is {platform.machine()}"
     flags = cpu_flags() if flags is None else flags
@@ -87,7 +93,7 @@ def portable_supported(flags: frozenset[str] | None = None, built_on: str | None
     if missing:
         return False, f"this CPU lacks {' and '.join(missing)}, which the portable mode's kernels need"
     pinned, here = vendor_of(built_on), vendor or cpu_vendor()
-    if pinned is not None and here is not None and pinned != here:
+    if mode == PORTABLE and pinned is not None and here is not None and pinned != here:
         return False, (f"it was pinned on an {pinned} CPU and this one is {here}'s: MKL runs its reproducible "
                        f"AVX2 branch on Intel CPUs only and its AUTO branch on others, so the two vendors' CPUs "
                        f"train to other bytes (measured: procgen/bigfish and atari/Boxing pins of an AMD EPYC, "
@@ -96,19 +102,19 @@ def portable_supported(flags: frozenset[str] | None = None, built_on: str | None
 
 
 def enter(mode: str, threads: int = 1) -> None:
-    """Put this process in ``mode`` (`PORTABLE` or `NATIVE`) for the training that follows.
+    """Put this process in ``mode`` (one of `MODES`) for the training that follows.
 
-    `PORTABLE` sets `PORTABLE_ENV` and one torch thread; call it before torch runs any operation
-    (a process that already computed keeps its kernels, and `in_force` then says so). Child
+    A portable mode sets its `PORTABLE_MODES` environment and one torch thread; call it before torch runs
+    any operation (a process that already computed keeps its kernels, and `in_force` then says so). Child
     processes started afterwards inherit the mode. `NATIVE` changes nothing but the thread count.
     Raises `NumericsError` where the CPU cannot run the portable mode."""
     if mode not in MODES:
         raise NumericsError(f"numeric mode {mode!r} is not one of {', '.join(MODES)}")
-    if mode == PORTABLE:
-        ok, why = portable_supported()
+    if mode in PORTABLE_MODES:
+        ok, why = portable_supported(mode=mode)
         if not ok:
-            raise NumericsError(f"{why}; a checkpoint pinned in the {PORTABLE} mode cannot be rebuilt here")
-        os.environ.update(PORTABLE_ENV)
+            raise NumericsError(f"{why}; a checkpoint pinned in the {mode} mode cannot be rebuilt here")
+        os.environ.update(PORTABLE_MODES[mode])
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(threads)
 
@@ -116,21 +122,21 @@ def enter(mode: str, threads: int = 1) -> None:
 def in_force(mode: str) -> dict[str, Any]:
     """What this process computes with, as a checkpoint's provenance records it.
 
-    Raises `NumericsError` when ``mode`` is `PORTABLE` and any part of it is not in force (torch
+    Raises `NumericsError` when ``mode`` is a portable one and any part of it is not in force (torch
     chose its kernels before `enter`, or the environment was changed since)."""
     import torch
 
     capability = torch.backends.cpu.get_cpu_capability()
     record: dict[str, Any] = {"mode": mode, "torch": torch.__version__, "aten_capability": capability,
                               "threads": torch.get_num_threads()}
-    if mode == PORTABLE:
+    if mode in PORTABLE_MODES:
         record.update({k.lower(): os.environ.get(k) for k in ("ONEDNN_MAX_CPU_ISA", "MKL_CBWR")})
-        wrong = [f"{k}={os.environ.get(k)!r}" for k, v in PORTABLE_ENV.items() if os.environ.get(k) != v]
+        wrong = [f"{k}={os.environ.get(k)!r}" for k, v in PORTABLE_MODES[mode].items() if os.environ.get(k) != v]
         if capability != "AVX2":
             wrong.append(f"ATen dispatches to {capability} kernels (torch computed before the mode was entered)")
         if record["threads"] != 1:
             wrong.append(f"{record['threads']} torch threads")
         if wrong:
-            raise NumericsError(f"the {PORTABLE} mode is not in force ({'; '.join(wrong)}); enter it before "
+            raise NumericsError(f"the {mode} mode is not in force ({'; '.join(wrong)}); enter it before "
                                 "torch runs (polar_bench.numerics.enter)")
     return record

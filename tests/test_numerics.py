@@ -35,23 +35,25 @@ def test_the_portable_mode_needs_avx2_and_fma_on_x86_64(monkeypatch):
     monkeypatch.setattr(numerics, "cpu_flags", lambda: frozenset({"sse4_2"}))
     with pytest.raises(numerics.NumericsError, match="lacks AVX2 and FMA.*cannot be rebuilt here"):
         numerics.enter(numerics.PORTABLE)
-    with pytest.raises(numerics.NumericsError, match="not one of avx2-portable, native"):
+    with pytest.raises(numerics.NumericsError, match="not one of avx2-portable, x86-portable, native"):
         numerics.enter("fast")
 
 
 @needs_avx2
-def test_the_mode_is_in_force_inside_a_locked_down_rebuild_and_gives_the_same_bytes_twice(tmp_path):
+@pytest.mark.parametrize(("mode", "mkl"), [("avx2-portable", "AVX2,STRICT"), ("x86-portable", "COMPATIBLE,STRICT")])
+def test_the_mode_is_in_force_inside_a_locked_down_rebuild_and_gives_the_same_bytes_twice(tmp_path, mode, mkl):
     """The recipe's process gets none of the verifier's environment: the rebuild itself enters the mode."""
     outputs = []
     for attempt in ("a", "b"):
         work = tmp_path / attempt
         (work / "out").mkdir(parents=True)
-        done = run_recipe([sys.executable, "-c", TINY_REBUILD, str(work / "out" / "run0.pt")], ROOT, work)
+        done = run_recipe([sys.executable, "-c", TINY_REBUILD, str(work / "out" / "run0.pt"), "--numerics", mode],
+                          ROOT, work)
         assert done.returncode == 0, done.stderr[-2000:]
         summary = json.loads([line for line in done.stdout.splitlines() if line.startswith('{"task"')][-1])
-        assert summary["numerics"] == {"mode": "avx2-portable", "torch": torch.__version__,
+        assert summary["numerics"] == {"mode": mode, "torch": torch.__version__,
                                        "aten_capability": "AVX2", "threads": 1, "onednn_max_cpu_isa": "AVX2",
-                                       "mkl_cbwr": "AVX2,STRICT"}
+                                       "mkl_cbwr": mkl}
         outputs.append((work / "out" / "run0.pt").read_bytes())
         assert summary["sha256"] == hashlib.sha256(outputs[-1]).hexdigest()
     assert outputs[0] == outputs[1]
@@ -112,6 +114,8 @@ def test_a_portable_pin_of_one_vendors_cpu_is_not_rebuilt_on_the_others(tmp_path
     assert numerics.portable_supported(flags, built_on=intel, vendor="Intel") == (True, "")
     assert numerics.portable_supported(flags, built_on=amd, vendor="AMD") == (True, "")
     assert numerics.portable_supported(flags, built_on=None, vendor="Intel") == (True, "")  # unknown: tried
+    # the x86-portable mode is the one meant to cross vendors
+    assert numerics.portable_supported(flags, built_on=amd, vendor="Intel", mode="x86-portable") == (True, "")
 
     import polar_bench.artifacts as artifacts
 

@@ -1,17 +1,20 @@
 """Rebuild PPO checkpoints bit for bit: retrain (task, run) as the experiment file did, byte-stable output.
 
-    python -m baselines.ppo.rebuild TASK RUN [TASK RUN ...] [--numerics avx2-portable|native] [--out DIR | --to FILE]
+    python -m baselines.ppo.rebuild TASK RUN [TASK RUN ...] [--numerics avx2-portable|x86-portable|native]
+        [--out DIR | --to FILE]
     python -m baselines.ppo.rebuild --missing [--families procgen nethack atari] [--numerics ...]
     python -m baselines.ppo.rebuild --adopt runs/ppo-v2-portable [--families procgen nethack atari]
     python -m baselines.ppo.rebuild --write-manifest
 
 A retrain is seeded and single-threaded; in the portable numeric mode (the default,
-`polar_bench.numerics`) it gives the same weights on any x86-64 CPU with AVX2 and FMA, natively only on
-a like CPU. A checkpoint's ``config`` is cut to its seed and it is serialized through memory
-(`canonical_bytes`), so that its SHA-256 depends on the weights alone. Portable checkpoints go to
-portable/checkpoints/ (suite v2's, played by agent_v2.py), native ones to checkpoints/ (suite v1's
-pins). ``--adopt`` takes a finished sweep's runs in without retraining; ``--write-manifest`` writes
-the four manifests (`write_manifests`). Details and measurements: README.md, "Artifacts".
+`polar_bench.numerics`) it gives the same weights on any x86-64 CPU with AVX2 and FMA of one vendor (AMD
+or Intel), in the x86-portable mode on either vendor's, natively only on a like CPU. A checkpoint's
+``config`` is cut to its seed and it is serialized through memory (`canonical_bytes`), so that its
+SHA-256 depends on the weights alone. Portable checkpoints go to portable/checkpoints/ (suite v2's,
+played by agent_v2.py), x86-portable ones to x86/checkpoints/ (none pinned yet), native ones to
+checkpoints/ (suite v1's pins). ``--adopt`` takes a finished sweep's runs in without retraining;
+``--write-manifest`` writes the four manifests (`write_manifests`). Details and measurements: README.md,
+"Artifacts".
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ HERE = Path(__file__).resolve().parent
 REBUILT = ("procgen", "nethack", "atari")
 # Where each numeric mode's checkpoints live: the native ones are suite v1's pins (agent.py and the v1
 # entries play them); the portable ones suite v2's (agent_v2.py).
-FOLDERS = {numerics.NATIVE: HERE / "checkpoints", PORTABLE: HERE / "portable" / "checkpoints"}
+FOLDERS = {numerics.NATIVE: HERE / "checkpoints", PORTABLE: HERE / "portable" / "checkpoints",
+           numerics.X86_PORTABLE: HERE / "x86" / "checkpoints"}
 _ABOUT = ("deterministic retrain with one torch thread: about 40 s per Procgen run, 2-3 min per NetHack run, "
           "4-5 min per Atari 100k run on one core")
 RECIPES = {
@@ -43,8 +47,12 @@ RECIPES = {
     PORTABLE: {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}", "--numerics", PORTABLE,
                            "--to", "{path}"], "cwd": "../..",
                "about": _ABOUT + "; the portable numeric mode: the same bytes on any x86-64 CPU with AVX2 and FMA"},
+    numerics.X86_PORTABLE: {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}", "--numerics",
+                                        numerics.X86_PORTABLE, "--to", "{path}"], "cwd": "../..",
+                            "about": _ABOUT + "; the x86-portable numeric mode: the same bytes on any x86-64 CPU "
+                                              "with AVX2 and FMA, AMD's and Intel's"},
 }
-RECIPE_NAMES = {numerics.NATIVE: "retrain", PORTABLE: "retrain-portable"}
+RECIPE_NAMES = {numerics.NATIVE: "retrain", PORTABLE: "retrain-portable", numerics.X86_PORTABLE: "retrain-x86"}
 # The machine that pinned the native rows that predate 'built_on' (measured: issue #39, the same bytes
 # rebuilt on an AMD EPYC of family 25, model 17, AVX-512; a Zen 2 machine gives other bytes).
 FIRST_PINS_MACHINE = "AMD EPYC, x86_64 family 25 model 17, AVX-512"
@@ -252,12 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adopt", metavar="DIR", help="take the finished runs of a sweep's --out-dir DIR into --out "
                    "(canonical checkpoint bytes, sidecars, curves), without training")
     p.add_argument("--out", help="checkpoint folder (default: this folder's for the mode: portable/checkpoints/ "
-                   "for avx2-portable, checkpoints/ for native)")
+                   "for avx2-portable, x86/checkpoints/ for x86-portable, checkpoints/ for native)")
     p.add_argument("--to", metavar="FILE", help="with one TASK RUN pair: write the checkpoint to FILE instead (what "
                    "verify's locked-down recipe does: it may write only in its private folder)")
     p.add_argument("--numerics", choices=numerics.MODES, default=PORTABLE,
                    help="numeric mode of the retraining (default: %(default)s, the same bytes on any x86-64 CPU "
-                        "with AVX2 and FMA; 'native' rebuilds the checkpoints pinned before that mode existed)")
+                        "with AVX2 and FMA of the pinning CPU's vendor; x86-portable: of either vendor; 'native' "
+                        "rebuilds the checkpoints pinned before those modes existed)")
     p.add_argument("--write-manifest", action="store_true",
                    help="write artifacts.json here and in baselines/llm_ppo/ from the checkpoints on disk")
     args = p.parse_args(argv)

@@ -103,8 +103,10 @@ def _sweep_ray(configs: list[Config], workers: int | None, address: str | None, 
         started_here = True
     try:
         # the portable mode's variables reach a Ray worker before it imports torch (its process starts with them)
-        portable = any(c.numerics == numerics.PORTABLE for c in configs)
-        options = {"runtime_env": {"env_vars": dict(numerics.PORTABLE_ENV)}} if portable else {}
+        portable = {c.numerics for c in configs} & set(numerics.PORTABLE_MODES)
+        if len(portable) > 1:
+            raise SystemExit(f"one sweep trains in one portable numeric mode, not {sorted(portable)}")
+        options = {"runtime_env": {"env_vars": dict(numerics.PORTABLE_MODES[portable.pop()])}} if portable else {}
         task = ray.remote(num_cpus=1, max_retries=2, **options)(train_isolated)
         pending = {task.remote(c): i for i, c in enumerate(configs)}
         while pending:
@@ -128,7 +130,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     p.add_argument("--tasks", nargs="+", metavar="GLOB",
                    help="only the runs of these tasks (globs such as 'procgen/*')")
     p.add_argument("--numerics", choices=numerics.MODES, help="numeric mode of every run (default: each run's "
-                   "own, 'native' unless its file says); avx2-portable: the same bytes on any AVX2+FMA x86-64 CPU")
+                   "own, 'native' unless its file says); avx2-portable: the same bytes on any AVX2+FMA x86-64 "
+                   "CPU of one vendor; x86-portable: of AMD and Intel alike")
     p.add_argument("--backend", choices=("local", "ray"), help="default: the file's distributed.backend, else local")
     p.add_argument("--address", help="with --backend ray: 'auto' or ray://HOST:PORT")
     p.add_argument("--workers", type=int, help="parallel runs (default: distributed.num_workers, else all CPUs)")

@@ -128,7 +128,8 @@ class Config:
     torch_threads: int = 1
     """torch threads per process (small networks: more threads only add contention)"""
     numerics: str = "native"
-    """numeric mode: 'avx2-portable' (same checkpoint bytes on any x86-64 CPU with AVX2 and FMA) or 'native'"""
+    """numeric mode: 'avx2-portable' (same checkpoint bytes on any x86-64 CPU with AVX2 and FMA of one vendor),
+    'x86-portable' (the same on AMD's and Intel's too) or 'native'"""
     progress: bool = True
     """show a progress bar with steps per second (plain lines when not on a terminal)"""
 
@@ -457,8 +458,8 @@ def checkpoint_file(cfg: Config) -> Path:
 def train(cfg: Config) -> dict:
     """Train one PPO policy on ``cfg.task``; returns a summary (steps, seconds, final evaluation, the
     numeric mode in force)."""
-    if cfg.numerics == numerics.PORTABLE and cfg.torch_threads != 1:
-        raise ExperimentError(f"--numerics {numerics.PORTABLE} trains with one torch thread; "
+    if cfg.numerics in numerics.PORTABLE_MODES and cfg.torch_threads != 1:
+        raise ExperimentError(f"--numerics {cfg.numerics} trains with one torch thread; "
                               f"drop --torch-threads {cfg.torch_threads}")
     numerics.enter(cfg.numerics, cfg.torch_threads)
     torch.set_num_threads(cfg.torch_threads)
