@@ -360,13 +360,15 @@ def publish_artifacts(agent_path: str | Path, store: str | None = None,
 
 def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
                memory_mb: int | None = RECIPE_MEMORY_MB, max_processes: int = RECIPE_MAX_PROCESSES,
-               disk_mb: int | None = RECIPE_DISK_MB) -> subprocess.CompletedProcess:
+               disk_mb: int | None = RECIPE_DISK_MB,
+               running: set[subprocess.Popen] | None = None) -> subprocess.CompletedProcess:
     """Run a recipe's ``command`` in ``cwd`` locked down (the module docstring): it may write only
     under ``workdir``, which it gets as ``HOME`` and ``TMPDIR`` too. Its output is captured; the last
     line of its standard error names the layers that took effect (`lock_down`'s). A recipe is a
     submitter's code: ``memory_mb`` holds it and everything it starts together, ``disk_mb`` its folder
     and each file it writes, its output included (`polar_bench.lockdown.limits`); over a limit it is
-    killed and its standard error ends with the reason."""
+    killed and its standard error ends with the reason. ``running``: a set that holds the recipe's process
+    while it runs, so that a caller can stop it from another thread (`_rebuild_all` on Ctrl-C)."""
     from .lockdown.limits import TreeLimits
     from .lockdown.process import end_tree
 
@@ -389,6 +391,8 @@ def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
     # output to files, not pipes: a process it leaves behind holding a pipe would block the reading
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(args, cwd=workdir, stdout=out, stderr=err, start_new_session=True)
+        if running is not None:
+            running.add(proc)
         try:
             limits.watch(proc.pid)
             if disk_mb:
@@ -399,6 +403,8 @@ def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
             # it, before its file is read: nothing can swap the file afterwards
             over = limits.check()
             end_tree(proc, limits)
+            if running is not None:
+                running.discard(proc)
         stderr = _head_and_tail(err) + (f"\n{over}\n" if over else "")
         return subprocess.CompletedProcess(args, proc.returncode, _head_and_tail(out), stderr)
 
@@ -426,7 +432,8 @@ def _layers(stderr: str) -> dict:
     return {}
 
 
-def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None]) -> tuple[Path, dict]:
+def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None],
+             running: set[subprocess.Popen] | None = None) -> tuple[Path, dict]:
     """Run the artifact's recipe locked down; return the file it wrote, in a private folder that
     the caller removes (``path.parent.parent``), and the layers that took effect."""
     target = manifest.file(artifact)
@@ -451,7 +458,7 @@ def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None])
     command = [re.sub(r"\{(python|task|run|path)\}", lambda m: values[m.group(1)], arg) for arg in recipe["command"]]
     cwd = (manifest.folder / str(recipe.get("cwd", "."))).resolve()
     log(f"rebuilding {artifact.path} ({recipe.get('about', artifact.recipe)}), locked down: {' '.join(command)}")
-    done = run_recipe(command, cwd, workdir)
+    done = run_recipe(command, cwd, workdir, running=running)
     if done.returncode != 0 or out.parent.is_symlink() or out.is_symlink() or not out.is_file():
         shutil.rmtree(workdir, ignore_errors=True)
         lines = [line for line in (done.stderr or done.stdout).strip().splitlines()
@@ -487,27 +494,36 @@ def _rebuild_all(manifest: Manifest, artifacts: list[Artifact], artifact_store: 
     """Rebuild ``artifacts``, up to ``workers`` recipes at once (each a locked-down process of one thread
     in the recipes this project ships); path -> (SHA-256, layers). Every rebuild that finished is placed,
     also when another fails; after a failure no recipe is started, and the first failure (in manifest
-    order) is raised once the running ones end."""
+    order) is raised once the running ones end. An interruption (Ctrl-C) kills the running recipes
+    before it goes on: a retrain may have many minutes left, and what it would build is not kept."""
     out: dict[str, tuple[str, dict]] = {}
     failures: dict[int, ArtifactError] = {}
     queue = list(enumerate(artifacts))
     running: dict[concurrent.futures.Future, int] = {}
+    processes: set[subprocess.Popen] = set()  # the recipes' processes, while they run
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        while queue or running:
-            while queue and len(running) < max(1, workers) and not failures:
-                i, artifact = queue.pop(0)
-                running[pool.submit(_rebuild, manifest, artifact, log)] = i
-            if not running:
-                break
-            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
-            for future in done:
-                i = running.pop(future)
-                try:
-                    built, layers = future.result()
-                except ArtifactError as exc:
-                    failures[i] = exc
-                    continue
-                out[artifacts[i].path] = (_place(manifest, artifacts[i], built, artifact_store), layers)
+        try:
+            while queue or running:
+                while queue and len(running) < max(1, workers) and not failures:
+                    i, artifact = queue.pop(0)
+                    running[pool.submit(_rebuild, manifest, artifact, log, processes)] = i
+                if not running:
+                    break
+                done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+                for future in done:
+                    i = running.pop(future)
+                    try:
+                        built, layers = future.result()
+                    except ArtifactError as exc:
+                        failures[i] = exc
+                        continue
+                    out[artifacts[i].path] = (_place(manifest, artifacts[i], built, artifact_store), layers)
+        except BaseException:
+            from .lockdown.process import kill_process_group
+
+            for proc in list(processes):  # their threads then return, and the pool's exit need not wait
+                kill_process_group(proc)
+            raise
     if failures:
         raise failures[min(failures)]
     return out

@@ -139,3 +139,50 @@ def test_the_artifacts_command_publishes_and_checks(tmp_path, capsys):
     assert main(["artifacts", "check", str(tmp_path / "nothing.py")]) == 2
     assert main(["artifacts", "check", str(agent), "--workers", "0"]) == 2
     assert "--workers must be at least 1" in capsys.readouterr().err
+
+
+def test_an_interruption_kills_the_rebuilds_that_are_running_instead_of_waiting_for_them(tmp_path):
+    """Ctrl-C in a verify that is rebuilding used to wait for the running retrains (13 min each for an
+    Atari run on an Intel Xeon): the pool's exit waited for its threads. The recipes are killed now, so
+    the interruption reaches the caller while a recipe that sleeps for 600 s would still be sleeping."""
+    import os
+    import signal
+    import threading
+
+    token = f"polar-bench-test-{os.getpid()}-sleeps"
+    agent = _agent(tmp_path / "a", ["{python}", "-c", f"import time; time.sleep(600)  # {token}"])
+
+    def recipe_pids() -> list[int]:
+        pids = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and token.encode() in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+        return pids
+
+    seen: list[int] = []
+    gone = threading.Event()  # the recipe ended within 120 s of the interruption (it sleeps 600 s)
+
+    def interrupt_once_the_recipe_runs() -> None:
+        for _ in range(600):
+            seen.extend(recipe_pids())
+            if seen:
+                break
+            gone.wait(0.1)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C (a real signal: it wakes the main thread's wait)
+        for _ in range(1200):
+            if not any(Path(f"/proc/{pid}").exists() for pid in seen):
+                gone.set()
+                return
+            threading.Event().wait(0.1)
+
+    watcher = threading.Thread(target=interrupt_once_the_recipe_runs, daemon=True)
+    watcher.start()
+    with pytest.raises(KeyboardInterrupt):
+        ensure_artifacts(agent, None, log=lambda _: None, workers=2)
+    watcher.join(150)
+    assert seen, "the recipe never started"
+    assert gone.is_set(), "the interrupted recipe was left running"
+    assert recipe_pids() == []
