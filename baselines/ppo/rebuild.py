@@ -46,7 +46,8 @@ RECIPES = {
                       "about": _ABOUT + "; bit for bit only on a CPU like the one that built it ('built_on')"},
     PORTABLE: {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}", "--numerics", PORTABLE,
                            "--to", "{path}"], "cwd": "../..",
-               "about": _ABOUT + "; the portable numeric mode: the same bytes on any x86-64 CPU with AVX2 and FMA"},
+               "about": _ABOUT + "; the portable numeric mode: the same bytes on any x86-64 CPU with AVX2 and FMA "
+                                 "of the vendor of the CPU that built it ('built_on')"},
     numerics.X86_PORTABLE: {"command": ["{python}", "-m", "baselines.ppo.rebuild", "{task}", "{run}", "--numerics",
                                         numerics.X86_PORTABLE, "--to", "{path}"], "cwd": "../..",
                             "about": _ABOUT + "; the x86-portable numeric mode: the same bytes on any x86-64 CPU "
