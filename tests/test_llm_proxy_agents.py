@@ -139,14 +139,18 @@ def test_the_proxy_is_on_by_default_and_verify_reruns_behind_it(tmp_path, capsys
     assert data["isolation"]["llm_proxy"] == {"upstream": "embedded", "budget": None, "trajectories": False}
     (ep,) = data["episodes"]
     assert ep["llm"]["source"] == "proxy" and ep["llm"]["calls"] == ep["length"] > 0
-    record, _ = verify(out, agent, 1, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False)
+    # fresh_seeds=False: the re-run behind the proxy is what is tested; fresh-seed play (10 more CartPole
+    # episodes of an LLM call per step, verify's default) made it 172 s instead of 70 s; test_fresh_seeds tests it
+    record, _ = verify(out, agent, 1, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False,
+                       fresh_seeds=False)
     assert record["status"] == "passed" and record["episodes"][0]["match"]
     forged = json.loads(out.read_text())
     forged["episodes"][0]["return"] += 0.5
     forged.pop("integrity", None)
     bad = tmp_path / "forged.json"
     bad.write_text(json.dumps(forged))
-    record, _ = verify(bad, agent, 1, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False)
+    record, _ = verify(bad, agent, 1, seed=1, workers=1, leaderboard=None, allow_weaker=True, progress=False,
+                       fresh_seeds=False)
     assert record["status"] == "failed"
 
 
