@@ -24,7 +24,7 @@ from ..errors import AgentLoadError
 from ..llm.proxy import PROXY_PORT, LLMProxy
 from ..lockdown import wire
 from ..lockdown.limits import TreeLimits
-from ..lockdown.process import close_quietly, end_tree
+from ..lockdown.process import close_quietly, end_tree, signal_name
 from ..task_info import TaskInfo
 from .backend import (
     AGENT_OUTPUT_BYTES,
@@ -330,11 +330,7 @@ class IsolatedAgents:
         if over is not None:  # "agent memory limit of 8 GiB exceeded"
             return AgentGone("agent_error", f"{over} {phase}")
         if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            how = f"was killed by {name}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
+            how = f"was killed by {signal_name(-code)}" + (" (out of memory?)" if -code == signal.SIGKILL else "")
         elif code is not None:
             how = f"ended itself (exit code {code})"
         else:

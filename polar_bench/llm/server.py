@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LLMError, UserError
+from ..lockdown.process import signal_name
 
 __all__ = ["EmbeddedServer", "MODEL_ALIAS", "Generator", "serve"]
 
@@ -288,11 +289,7 @@ def describe_exit(returncode: int, tail: str = "") -> str:
     """One line for an embedded LLM server that exited with ``returncode`` (negative: killed by that
     signal) after printing ``tail``."""
     if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        how = f"was killed by {name}"
+        how = f"was killed by {signal_name(-returncode)}"
     else:
         how = f"exited with code {returncode}"
     line = f"the embedded LLM server {how}"

@@ -8,7 +8,7 @@ import signal
 import subprocess
 from typing import TYPE_CHECKING
 
-__all__ = ["kill_process_group", "close_quietly", "end_tree"]
+__all__ = ["kill_process_group", "close_quietly", "end_tree", "signal_name"]
 
 if TYPE_CHECKING:
     from .limits import TreeLimits
@@ -54,3 +54,11 @@ def end_tree(proc: subprocess.Popen | None, limits: TreeLimits | None) -> None:
         kill_process_group(proc)
     if limits is not None:
         limits.close()
+
+
+def signal_name(sig: int) -> str:
+    """``SIGKILL`` for 9: the name of a signal that ended a process (a negative return code's), for messages."""
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"

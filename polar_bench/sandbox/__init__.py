@@ -25,7 +25,7 @@ from polar_bench.errors import PolarBenchError, describe_value
 
 from ..lockdown import module_file, wire
 from ..lockdown.limits import TreeLimits
-from ..lockdown.process import close_quietly, end_tree, kill_process_group
+from ..lockdown.process import close_quietly, end_tree, kill_process_group, signal_name
 
 __all__ = ["SandboxedPolicy", "SandboxViolation", "SandboxError", "DEFAULT_ALLOWED_IMPORTS", "kill_process_group"]
 
@@ -81,13 +81,6 @@ def _module_paths() -> list[str]:
     """The directory the child needs on sys.path: numpy's (the toolkit's modules it loads by file)."""
     import numpy
     return [os.path.dirname(os.path.dirname(os.path.abspath(numpy.__file__)))]
-
-
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 class SandboxedPolicy:
@@ -466,7 +459,7 @@ class SandboxedPolicy:
                 self._fail("cpu", f"cpu time limit of {self.cpu_seconds:g} s exceeded", fatal=True)
             if sig == signal.SIGSYS:
                 self._fail("forbidden", "a refused system call (seccomp, SIGSYS)", fatal=True)
-            self._fail("crash", f"crashed with signal {sig} ({_signal_name(sig)})", fatal=True)
+            self._fail("crash", f"crashed with signal {sig} ({signal_name(sig)})", fatal=True)
         if phase == "start" and not self.layers:
             self._fail("crash", f"the sandbox failed to start (exit code {rc}): "
                                 f"{self.output[-2000:].strip()}", fatal=True)
