@@ -29,9 +29,9 @@ from .errors import UserError
 from .numerics import MODES, PORTABLE_MODES, portable_supported, vendor_of
 
 __all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "ArtifactStore", "load_manifest",
-           "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "pending_artifacts", "pending_rebuilds",
-           "publish_artifacts", "store_location", "file_sha256", "machine_description", "run_recipe",
-           "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES", "RECIPE_DISK_MB", "STORE_ENV"]
+           "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "played_pins", "pending_artifacts",
+           "pending_rebuilds", "publish_artifacts", "store_location", "file_sha256", "machine_description",
+           "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES", "RECIPE_DISK_MB", "STORE_ENV"]
 
 MANIFEST_NAME = "artifacts.json"
 MANIFEST_FORMAT = 1
@@ -296,6 +296,32 @@ def fetch_missing_artifacts(agent_path: str | Path, units: Iterable[tuple[str, i
         if _fetch(artifact_store, artifact, target, log):
             rows.append({"path": artifact.path, "sha256": artifact.sha256, "status": "fetched"})
     return rows
+
+
+def played_pins(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None) -> dict[str, str]:
+    """Before an evaluation plays: the pinned artifacts the (task, run) ``units`` need, as {path: SHA-256},
+    each one on disk hashed and checked against its pin (one absent is left to the agent: a run whose
+    episodes are all journaled needs none). An evaluation journals these pins, so that a journal played
+    with other bytes under the same paths is not resumed with the new ones. Raises `ArtifactError` for
+    a file whose bytes are not the pinned ones: an evaluation would play weights other than those its
+    results claim."""
+    manifest = load_manifest(agent_path)
+    if manifest is None:
+        return {}
+    wanted = None if units is None else sorted(set(units))
+    pins = {}
+    for artifact in manifest.artifacts:
+        if artifact.sha256 is None or not artifact.needed_by(wanted):
+            continue
+        pins[artifact.path] = artifact.sha256
+        target = manifest.file(artifact)
+        if target.is_file() and (sha := file_sha256(target)) != artifact.sha256:
+            raise ArtifactError(
+                f"{target}: SHA-256 {sha[:16]}... is not the {artifact.sha256[:16]}... that "
+                f"{manifest_path(agent_path)} pins, so the results would name weights they did not play; pin "
+                f"these bytes there (sha256, bytes) if they are the ones to evaluate, or delete the file so "
+                f"that the pinned one is fetched or rebuilt (python -m polar_bench artifacts check {agent_path})")
+    return pins
 
 
 def pending_artifacts(agent_path: str | Path, units: Iterable[tuple[str, int]] | None = None, *,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -632,6 +633,60 @@ def test_a_worker_lost_mid_run_is_replaced_and_the_results_say_why_and_what_it_p
     (loss,) = data["config"]["worker_losses"]
     assert loss["why"] == "exit code 9" and "faulty/env run 0 episode 2" in loss["playing"]
     assert "[polar_bench] a worker was lost (exit code 9) while playing" in err
+
+
+def test_a_journal_resumes_only_with_the_bytes_it_played_and_evaluate_plays_only_pinned_bytes(tmp_path, capsys):
+    """The journal records the SHA-256 of every pinned file the evaluation needs: a checkpoint re-pinned
+    under the same path (the agent file unchanged) makes the old episodes another agent's, so the
+    journal is refused, while a later run's new pin extends it. A file on disk that is not its pin is
+    refused before anything plays. A journal from before pins were journaled is taken as it is."""
+    agent = write(tmp_path / "agent.py", GOOD_AGENT)
+    manifest = tmp_path / "artifacts.json"
+
+    def pin(rows: list[tuple[str, bytes, int]]) -> None:
+        for name, data, _ in rows:
+            (tmp_path / name).write_bytes(data)
+        manifest.write_text(json.dumps({"format": 1, "artifacts": [
+            {"path": name, "sha256": hashlib.sha256(data).hexdigest(), "run": run} for name, data, run in rows]}))
+
+    def common(name: str = "r") -> list[str]:
+        return ["evaluate", agent, "--suite", TINY, "--out", str(tmp_path / f"{name}.json"), "--workers", "1",
+                "--no-progress"]
+
+    pin([("run0.pt", b"weights 0", 0)])
+    assert run_cli(common() + ["--runs", "1"], capsys)[0] == 0
+    journal = tmp_path / "r.episodes.jsonl"
+    [header] = [r for r in map(json.loads, journal.read_text().splitlines()) if "journal" in r]
+    assert header["identity"]["artifacts"] == {"run0.pt": hashlib.sha256(b"weights 0").hexdigest()}
+    before = journal.read_bytes()
+
+    pin([("run0.pt", b"weights 0", 0), ("run1.pt", b"weights 1", 1)])  # run 1's checkpoint: run 0's kept
+    code, _, err = run_cli(common() + ["--runs", "2"], capsys)
+    assert code == 0, err
+    lines = journal.read_bytes()
+    added = [r for r in map(json.loads, lines[len(before):].decode().splitlines()) if "journal" not in r]
+    assert lines.startswith(before) and added and {r["run"] for r in added} == {1}  # run 0 not played again
+
+    pin([("run0.pt", b"weights 0, trained again", 0), ("run1.pt", b"weights 1", 1)])
+    code, _, err = run_cli(common() + ["--runs", "2"], capsys)
+    assert code == 2 and "played with other bytes of run0.pt" in err, err
+    assert journal.read_bytes() == lines                              # nothing lost
+
+    (tmp_path / "run0.pt").write_bytes(b"someone else's weights")
+    code, _, err = run_cli(common("fresh"), capsys)
+    assert code == 2 and "run0.pt: SHA-256" in err and "artifacts check" in err, err
+    assert not (tmp_path / "fresh.episodes.jsonl").exists()
+
+    # a journal written before journals recorded pins: resumed, and it gets a header that records them
+    pin([("run0.pt", b"weights 0", 0)])
+    old = tmp_path / "old.episodes.jsonl"
+    old.write_text("".join(json.dumps({**r, "identity": {k: v for k, v in r["identity"].items() if k != "artifacts"}}
+                                      if "journal" in r else r) + "\n"
+                           for r in map(json.loads, before.decode().splitlines())))
+    code, _, err = run_cli(common("old") + ["--runs", "1"], capsys)
+    assert code == 0, err
+    headers = [r for r in map(json.loads, old.read_text().splitlines()) if "journal" in r]
+    assert [("artifacts" in h["identity"]) for h in headers] == [False, True]
 
 
 def test_a_journal_of_fewer_tasks_is_extended_and_its_episodes_kept(tmp_path, capsys):

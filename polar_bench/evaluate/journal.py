@@ -17,15 +17,33 @@ __all__ = ["Journal", "Progress", "journaled_keys"]
 
 def _extends(old: dict | None, new: dict) -> bool:
     """Whether a journal written for identity ``old`` may be resumed by the evaluation ``new``: the
-    same agent file, suite and episode count, every task of ``old`` among ``new``'s, and no more runs
+    same agent file, suite and episode count, every task of ``old`` among ``new``'s, no more runs
     than ``new`` (run R's episodes are the same whatever the run count: evaluating runs 0-1 of a
-    trained agent in one session and runs 0-4 in a later one plays only runs 2-4 there)."""
-    if not isinstance(old, dict) or set(old) != set(new):
+    trained agent in one session and runs 0-4 in a later one plays only runs 2-4 there), and every
+    artifact ``old`` played still pinned to the same SHA-256 (``new`` may pin more: a later run's
+    checkpoint). A journal written before journals recorded their pins is taken as it is."""
+    if not isinstance(old, dict):
         return False
-    same = all(old[k] == new[k] for k in new if k not in ("tasks", "runs"))
+    if "artifacts" in new and "artifacts" not in old:
+        old = {**old, "artifacts": {}}
+    if set(old) != set(new):
+        return False
+    same = all(old[k] == new[k] for k in new if k not in ("tasks", "runs", "artifacts"))
+    pins_old, pins_new = old.get("artifacts"), new.get("artifacts")
+    same_pins = pins_old == pins_new or (isinstance(pins_old, dict) and isinstance(pins_new, dict)
+                                         and all(pins_new.get(p) == sha for p, sha in pins_old.items()))
     runs_old, runs_new = old.get("runs"), new.get("runs")
     fewer_runs = runs_old == runs_new or (type(runs_old) is int and type(runs_new) is int and runs_old <= runs_new)
-    return same and fewer_runs and set(old.get("tasks") or ()) <= set(new.get("tasks") or ())
+    return same and same_pins and fewer_runs and set(old.get("tasks") or ()) <= set(new.get("tasks") or ())
+
+
+def _repinned(old: dict | None, new: dict) -> str | None:
+    """The first artifact path that journal identity ``old`` played with other bytes than ``new`` pins."""
+    pins_old = (old or {}).get("artifacts") if isinstance(old, dict) else None
+    pins_new = new.get("artifacts") or {}
+    if not isinstance(pins_old, dict):
+        return None
+    return next((p for p, sha in pins_old.items() if pins_new.get(p) != sha), None)
 
 
 def _records(raw: bytes) -> Iterator[tuple[dict, int]]:
@@ -100,6 +118,12 @@ class Journal:
         for rec, read in _records(raw):
             if "journal" in rec:
                 if not _extends(rec.get("identity"), self.identity):
+                    repinned = _repinned(rec.get("identity"), self.identity)
+                    if repinned is not None:
+                        raise UserError(
+                            f"the journal {self.path} was played with other bytes of {repinned} than its "
+                            f"manifest now pins; its episodes are not this agent's: delete it to play afresh, "
+                            f"or choose another --out")
                     raise UserError(
                         f"the journal {self.path} belongs to a different evaluation (another agent file, "
                         f"suite or episode count, more runs, or tasks that are not all in this selection); "
@@ -148,7 +172,8 @@ class Journal:
             return
         old = (header.get("identity") or {}) if isinstance(header, dict) else {}
         sha = old.get("agent_sha256") if isinstance(old, dict) else None
-        same_otherwise = all(old.get(k) == v for k, v in self.identity.items() if k not in ("agent_sha256", "tasks"))
+        same_otherwise = all(old.get(k) == v for k, v in self.identity.items()
+                             if k not in ("agent_sha256", "tasks", "artifacts"))
         if not isinstance(sha, str) or sha == self.identity.get("agent_sha256") or not same_otherwise:
             return
         target = self.path.with_name(f"{self.path.name}.{sha[:12]}")

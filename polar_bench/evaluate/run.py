@@ -19,6 +19,7 @@ from typing import Any
 from .. import __version__
 from .._optional import version_of
 from ..agent import agent_file_hash
+from ..artifacts import played_pins
 from ..clock import utc_now
 from ..errors import AgentLoadError, UserError
 from ..harness import check_options
@@ -232,7 +233,9 @@ def run_evaluation(cfg: EvalConfig) -> tuple[ResultsFile, int]:
                                      network=cfg.agent_network, threads=cfg.agent_threads)
     agent_sha = agent_file_hash(agent_path)
     units = cfg.units()
-    identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "runs": cfg.runs,
+    # the bytes its manifest pins: a journal of other bytes under the same paths is not resumed
+    pins = played_pins(agent_path, [(u.task, u.run) for u in units])
+    identity = {"suite": cfg.suite.hash, "agent_sha256": agent_sha, "artifacts": pins, "runs": cfg.runs,
                 "episodes_override": cfg.episodes_override, "tasks": [t.id for t in cfg.tasks]}
     if cfg.fresh_seeds is not None:  # a journal of fresh seeds resumes only with the same draw
         identity["fresh_entropy"] = cfg.fresh_entropy
