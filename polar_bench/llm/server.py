@@ -360,9 +360,9 @@ class EmbeddedServer:
             return None
         tail = ""
         if self._log is not None:
-            try:
-                self._log.seek(0)
-                tail = self._log.read()[-1000:].decode("utf-8", "replace").strip()
+            try:  # pread: the proxy's threads may ask at once, and none moves the file's position
+                fd = self._log.fileno()
+                tail = os.pread(fd, 1000, max(0, os.fstat(fd).st_size - 1000)).decode("utf-8", "replace").strip()
             except (OSError, ValueError):
                 pass
         return describe_exit(proc.returncode, tail)
