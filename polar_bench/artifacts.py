@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from .numerics import MODES, PORTABLE_MODES, portable_supported, vendor_of
 __all__ = ["MANIFEST_NAME", "Artifact", "Manifest", "ArtifactError", "ArtifactStore", "load_manifest",
            "manifest_path", "ensure_artifacts", "fetch_missing_artifacts", "played_pins", "pending_artifacts",
            "pending_rebuilds", "publish_artifacts", "store_location", "file_sha256", "machine_description",
-           "run_recipe", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES", "RECIPE_DISK_MB", "STORE_ENV"]
+           "run_recipe", "RecipeGroup", "RECIPE_MEMORY_MB", "RECIPE_MAX_PROCESSES", "RECIPE_DISK_MB", "STORE_ENV"]
 
 MANIFEST_NAME = "artifacts.json"
 MANIFEST_FORMAT = 1
@@ -384,17 +385,50 @@ def publish_artifacts(agent_path: str | Path, store: str | None = None,
     return rows
 
 
+class RecipeGroup:
+    """The processes of recipes that run at once, so that one `stop` ends them all from another thread:
+    those running are killed, and a recipe whose thread has not started its process yet never starts
+    it (`run_recipe` starts and registers it under the same lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: set[subprocess.Popen] = set()
+        self.stopped = False
+
+    def start(self, args: list[str], **popen: Any) -> subprocess.Popen:
+        with self._lock:
+            if self.stopped:
+                raise ArtifactError("the rebuilds were stopped before this recipe started")
+            proc = subprocess.Popen(args, **popen)
+            self._procs.add(proc)
+            return proc
+
+    def discard(self, proc: subprocess.Popen) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop(self) -> None:
+        from .lockdown.process import kill_process_group
+
+        with self._lock:
+            self.stopped = True
+            procs = list(self._procs)
+        for proc in procs:  # their threads then return, and a pool's exit need not wait for them
+            kill_process_group(proc)
+
+
 def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
                memory_mb: int | None = RECIPE_MEMORY_MB, max_processes: int = RECIPE_MAX_PROCESSES,
                disk_mb: int | None = RECIPE_DISK_MB,
-               running: set[subprocess.Popen] | None = None) -> subprocess.CompletedProcess:
+               running: RecipeGroup | None = None) -> subprocess.CompletedProcess:
     """Run a recipe's ``command`` in ``cwd`` locked down (the module docstring): it may write only
     under ``workdir``, which it gets as ``HOME`` and ``TMPDIR`` too. Its output is captured; the last
     line of its standard error names the layers that took effect (`lock_down`'s). A recipe is a
     submitter's code: ``memory_mb`` holds it and everything it starts together, ``disk_mb`` its folder
     and each file it writes, its output included (`polar_bench.lockdown.limits`); over a limit it is
-    killed and its standard error ends with the reason. ``running``: a set that holds the recipe's process
-    while it runs, so that a caller can stop it from another thread (`_rebuild_all` on Ctrl-C)."""
+    killed and its standard error ends with the reason. ``running``: the `RecipeGroup` that starts the
+    recipe's process and holds it while it runs, so that a caller can stop it from another thread
+    (`_rebuild_all` on Ctrl-C); a stopped group raises `ArtifactError` instead of starting it."""
     from .lockdown.limits import TreeLimits
     from .lockdown.process import end_tree
 
@@ -416,9 +450,8 @@ def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
     args = [sys.executable, "-c", _LAUNCHER, json.dumps(cfg), *command]
     # output to files, not pipes: a process it leaves behind holding a pipe would block the reading
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(args, cwd=workdir, stdout=out, stderr=err, start_new_session=True)
-        if running is not None:
-            running.add(proc)
+        group = running if running is not None else RecipeGroup()
+        proc = group.start(args, cwd=workdir, stdout=out, stderr=err, start_new_session=True)
         try:
             limits.watch(proc.pid)
             if disk_mb:
@@ -429,8 +462,7 @@ def run_recipe(command: list[str], cwd: str | Path, workdir: str | Path, *,
             # it, before its file is read: nothing can swap the file afterwards
             over = limits.check()
             end_tree(proc, limits)
-            if running is not None:
-                running.discard(proc)
+            group.discard(proc)
         stderr = _head_and_tail(err) + (f"\n{over}\n" if over else "")
         return subprocess.CompletedProcess(args, proc.returncode, _head_and_tail(out), stderr)
 
@@ -459,7 +491,7 @@ def _layers(stderr: str) -> dict:
 
 
 def _rebuild(manifest: Manifest, artifact: Artifact, log: Callable[[str], None],
-             running: set[subprocess.Popen] | None = None) -> tuple[Path, dict]:
+             running: RecipeGroup | None = None) -> tuple[Path, dict]:
     """Run the artifact's recipe locked down; return the file it wrote, in a private folder that
     the caller removes (``path.parent.parent``), and the layers that took effect."""
     target = manifest.file(artifact)
@@ -526,7 +558,7 @@ def _rebuild_all(manifest: Manifest, artifacts: list[Artifact], artifact_store: 
     failures: dict[int, ArtifactError] = {}
     queue = list(enumerate(artifacts))
     running: dict[concurrent.futures.Future, int] = {}
-    processes: set[subprocess.Popen] = set()  # the recipes' processes, while they run
+    processes = RecipeGroup()  # the recipes' processes, while they run
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         try:
             while queue or running:
@@ -545,10 +577,7 @@ def _rebuild_all(manifest: Manifest, artifacts: list[Artifact], artifact_store: 
                         continue
                     out[artifacts[i].path] = (_place(manifest, artifacts[i], built, artifact_store), layers)
         except BaseException:
-            from .lockdown.process import kill_process_group
-
-            for proc in list(processes):  # their threads then return, and the pool's exit need not wait
-                kill_process_group(proc)
+            processes.stop()  # and a recipe about to start does not: the pool's exit need not wait
             raise
     if failures:
         raise failures[min(failures)]

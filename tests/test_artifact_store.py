@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,23 @@ def test_an_interruption_kills_the_rebuilds_that_are_running_instead_of_waiting_
     assert seen, "the recipe never started"
     assert gone.is_set(), "the interrupted recipe was left running"
     assert recipe_pids() == []
+
+
+def test_a_recipe_whose_thread_had_not_started_it_when_the_rebuilds_stopped_never_starts(tmp_path):
+    """The window the Ctrl-C test cannot hit: a rebuild thread still preparing its folder when the
+    interruption killed the running recipes used to start its retrain afterwards, and the caller waited
+    the whole retrain for it. The group starts processes under the lock that `stop` takes."""
+    from polar_bench.artifacts import RecipeGroup, run_recipe
+
+    group = RecipeGroup()
+    for name in ("first", "second"):
+        (tmp_path / name).mkdir()
+    # each writes a file in its own folder (the one place a recipe may write)
+    ran = run_recipe([sys.executable, "-c", "open('started', 'w')"], tmp_path / "first", tmp_path / "first",
+                     running=group)
+    assert ran.returncode == 0 and (tmp_path / "first" / "started").is_file()
+    group.stop()
+    with pytest.raises(ArtifactError, match="stopped before this recipe started"):
+        run_recipe([sys.executable, "-c", "open('started', 'w')"], tmp_path / "second", tmp_path / "second",
+                   running=group)
+    assert not (tmp_path / "second" / "started").exists()
