@@ -109,7 +109,7 @@ def make_agent(task, run):
         def reset(self, seed):
             self.rng = np.random.default_rng([seed, run])
         def act(self, obs, info):
-            time.sleep(0.002)
+            time.sleep(0.006)  # slow enough that a loaded machine removes the node mid-run
             if task.action_space.shape == ():
                 return int(self.rng.integers(task.action_space.n))
             return self.rng.uniform(-1, 1, task.action_space.shape).astype(np.float32)

@@ -39,7 +39,7 @@ def _extends(old: dict | None, new: dict) -> bool:
 
 def _repinned(old: dict | None, new: dict) -> str | None:
     """The first artifact path that journal identity ``old`` played with other bytes than ``new`` pins."""
-    pins_old = (old or {}).get("artifacts") if isinstance(old, dict) else None
+    pins_old = old.get("artifacts") if isinstance(old, dict) else None
     pins_new = new.get("artifacts") or {}
     if not isinstance(pins_old, dict):
         return None
