@@ -29,9 +29,8 @@ def _extends(old: dict | None, new: dict) -> bool:
     if set(old) != set(new):
         return False
     same = all(old[k] == new[k] for k in new if k not in ("tasks", "runs", "artifacts"))
-    pins_old, pins_new = old.get("artifacts"), new.get("artifacts")
-    same_pins = pins_old == pins_new or (isinstance(pins_old, dict) and isinstance(pins_new, dict)
-                                         and all(pins_new.get(p) == sha for p, sha in pins_old.items()))
+    same_pins = old.get("artifacts") == new.get("artifacts") or (
+        isinstance(old.get("artifacts"), dict) and _repinned(old, new) is None)
     runs_old, runs_new = old.get("runs"), new.get("runs")
     fewer_runs = runs_old == runs_new or (type(runs_old) is int and type(runs_new) is int and runs_old <= runs_new)
     return same and same_pins and fewer_runs and set(old.get("tasks") or ()) <= set(new.get("tasks") or ())
